@@ -1,0 +1,622 @@
+"""The ``rlfleet`` command: ``rlfleet train`` and ``rlfleet list``.
+
+    rlfleet train --run PPO --env CartPole-v1 --stop '{"episode_reward_mean": 450}'
+    rlfleet train -f tuned_examples/ppo/cartpole-ppo.yaml
+    rlfleet list
+
+Importing this module stays cheap (no torch, no algorithms): the trainer registry is imported
+only inside the commands, so ``rlfleet --help`` answers instantly.
+
+Exit codes: 0 done, 2 usage error (bad flag, bad JSON/YAML, unknown algorithm, invalid
+config), 130 interrupted with Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import json
+import logging
+import math
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from rlfleet.logger import EXCLUDED_FROM_CSV, flatten_dict, make_logdir
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # the shell's convention for "killed by SIGINT"
+
+# Keys an experiment in a YAML file may hold. Other Tune-era keys (num_samples,
+# resources_per_trial, ...) are ignored with a warning: they need Ray Tune (rlfleet.tune).
+_EXPERIMENT_KEYS = ("run", "env", "stop", "config", "local_dir", "checkpoint_freq",
+                    "checkpoint_at_end")
+
+_STOP_EXAMPLE = '\'{"episode_reward_mean": 450}\''
+_CONFIG_EXAMPLE = '\'{"lr": 0.001}\''
+
+
+class UsageError(Exception):
+    """A mistake in the command line or experiment file; reported without a traceback."""
+
+
+# --------------------------------------------------------------------------------------
+# Trainer lookup (tests monkeypatch these two to inject a fake trainer)
+# --------------------------------------------------------------------------------------
+def _lookup_trainer(name: str) -> type:
+    # Imported here, not at module level: the registry pulls in torch and every algorithm.
+    from rlfleet.algorithms.registry import get_trainer_class
+
+    return get_trainer_class(name)
+
+
+def _available_algorithms() -> List[str]:
+    from rlfleet.algorithms.registry import list_algorithms
+
+    return list(list_algorithms())
+
+
+# --------------------------------------------------------------------------------------
+# Experiments
+# --------------------------------------------------------------------------------------
+@dataclass
+class Experiment:
+    """One training run as described by the command line or one entry of a YAML file."""
+
+    name: str
+    run: str
+    env: Optional[str]
+    stop: Dict[str, float] = field(default_factory=dict)
+    config: Dict[str, Any] = field(default_factory=dict)
+    local_dir: Optional[str] = None
+    checkpoint_freq: int = 0
+    checkpoint_at_end: bool = False
+
+
+def _parse_json_object(text: str, flag: str) -> Dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"argument {flag}: invalid JSON ({exc.msg} at position {exc.pos}): "
+                         f"{text!r}") from None
+    if not isinstance(value, dict):
+        example = _STOP_EXAMPLE if flag == "--stop" else _CONFIG_EXAMPLE
+        raise UsageError(f"argument {flag}: must be a JSON object such as {example}, "
+                         f"got {text!r}")
+    return value
+
+
+def _normalize_stop(stop: Any, where: str) -> Dict[str, float]:
+    """Flattens nested stop dicts ({"evaluation": {"x": 1}} -> {"evaluation/x": 1}) and
+    checks every threshold is a number."""
+    if stop is None:
+        return {}
+    if not isinstance(stop, Mapping):
+        raise UsageError(f"{where}: stop criteria must be a mapping of result key -> "
+                         f"threshold such as {_STOP_EXAMPLE}, got {stop!r}")
+    flat = flatten_dict(stop)
+    for key, threshold in flat.items():
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise UsageError(f"{where}: threshold for stop key {key!r} must be a number, "
+                             f"got {threshold!r}")
+    return flat
+
+
+def _deep_merge(base: Dict[str, Any], override: Mapping[str, Any]) -> Dict[str, Any]:
+    """Returns base updated by override; nested dicts merge so that --config
+    '{"model": {"fcnet_hiddens": [32]}}' keeps the file's other model keys."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _find_grid_search(config: Any, path: str = "") -> Optional[str]:
+    if isinstance(config, Mapping):
+        if "grid_search" in config and len(config) == 1:
+            return path or "<config>"
+        for key, value in config.items():
+            found = _find_grid_search(value, f"{path}/{key}" if path else str(key))
+            if found:
+                return found
+    return None
+
+
+def _load_yaml(path: str) -> Dict[str, Any]:
+    import yaml  # lazily: only -f needs it
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise UsageError(f"argument -f/--config-file: cannot read {path!r}: "
+                         f"{exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"argument -f/--config-file: {path!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not data:
+        raise UsageError(f"argument -f/--config-file: {path!r} must hold one or more "
+                         f"experiments as `name: {{run: ..., env: ..., stop: ..., config: ...}}`")
+    return data
+
+
+def load_experiments(args: argparse.Namespace) -> List[Experiment]:
+    """Builds the experiments to run from parsed ``rlfleet train`` arguments.
+
+    With ``-f``, each experiment of the YAML file is updated by the flags given on the
+    command line (``--stop`` and ``--config`` update the file's dicts, nested config dicts
+    merge; ``--run``, ``--env``, ``--local-dir`` and checkpoint flags replace).
+
+    Args:
+        args: the namespace from :func:`build_parser`.
+
+    Returns:
+        The experiments, in file order.
+
+    Raises:
+        UsageError: bad JSON/YAML, missing ``--run``, non-numeric stop thresholds, or
+            ``grid_search`` in a config.
+    """
+    cli_stop = _normalize_stop(_parse_json_object(args.stop, "--stop"), "argument --stop") \
+        if args.stop is not None else {}
+    cli_config = _parse_json_object(args.config, "--config") if args.config is not None else {}
+
+    if args.config_file:
+        specs = _load_yaml(args.config_file)
+        where_prefix = f"{args.config_file}: experiment "
+    else:
+        if not args.run:
+            raise UsageError("the following arguments are required: --run (or -f FILE)")
+        specs = {"default": {}}
+        where_prefix = "experiment "
+
+    experiments = []
+    for name, spec in specs.items():
+        where = f"{where_prefix}{name!r}"
+        if not isinstance(spec, dict):
+            raise UsageError(f"{where} must be a mapping with keys {list(_EXPERIMENT_KEYS)}, "
+                             f"got {spec!r}")
+        unknown = sorted(set(spec) - set(_EXPERIMENT_KEYS))
+        if unknown:
+            print(f"WARNING: {where}: ignoring key(s) {unknown}; `rlfleet train` reads "
+                  f"{list(_EXPERIMENT_KEYS)} (search over configs needs rlfleet.tune).",
+                  file=sys.stderr)
+
+        run = args.run or spec.get("run")
+        if not run or not isinstance(run, str):
+            raise UsageError(f"{where} has no `run:` (the algorithm name, e.g. PPO)")
+
+        file_config = spec.get("config") or {}
+        if not isinstance(file_config, dict):
+            raise UsageError(f"{where}: `config` must be a mapping, got {file_config!r}")
+        config = _deep_merge(file_config, cli_config)
+
+        # Precedence for the env: --env, then --config's "env", then the experiment's `env:`,
+        # then `config: {env: ...}` from the file.
+        env = args.env or cli_config.get("env") or spec.get("env") or config.get("env")
+        if env is not None:
+            config["env"] = env  # keep one answer, whichever way the trainer reads it
+
+        grid = _find_grid_search(config)
+        if grid:
+            raise UsageError(f"{where}: config key {grid!r} uses grid_search, which needs "
+                             f"Ray Tune; `rlfleet train` runs a single config (use rlfleet.tune)")
+
+        stop = _normalize_stop(spec.get("stop"), where)
+        stop.update(cli_stop)
+
+        freq = args.checkpoint_freq if args.checkpoint_freq is not None \
+            else spec.get("checkpoint_freq", 0)
+        if isinstance(freq, bool) or not isinstance(freq, int) or freq < 0:
+            raise UsageError(f"{where}: checkpoint_freq must be an integer >= 0, got {freq!r}")
+        experiments.append(Experiment(
+            name=str(name),
+            run=run,
+            env=env,
+            stop=stop,
+            config=config,
+            local_dir=args.local_dir or spec.get("local_dir"),
+            checkpoint_freq=freq,
+            checkpoint_at_end=bool(args.checkpoint_at_end or spec.get("checkpoint_at_end")),
+        ))
+    return experiments
+
+
+# --------------------------------------------------------------------------------------
+# Stop criteria
+# --------------------------------------------------------------------------------------
+_MISSING = object()
+
+
+def lookup_result(result: Mapping[str, Any], key: str) -> Any:
+    """Returns ``result[key]``, following "/" into nested dicts ("evaluation/x").
+
+    Args:
+        result: a result dict.
+        key: a top-level key or a "/"-separated path.
+
+    Returns:
+        The value, or the module's ``_MISSING`` sentinel when absent.
+    """
+    if key in result:
+        return result[key]
+    node: Any = result
+    for part in key.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def stop_criteria_met(result: Mapping[str, Any],
+                      stop: Mapping[str, float]) -> List[Tuple[str, Any, float]]:
+    """Tune's dict semantics: training stops when ANY ``result[key] >= threshold``.
+
+    A key missing from the result, a NaN value (e.g. ``episode_reward_mean`` before the first
+    episode ends) or a non-numeric value never triggers.
+
+    Args:
+        result: the latest result dict.
+        stop: result key (nested with "/") -> threshold.
+
+    Returns:
+        ``(key, value, threshold)`` for every criterion met; empty to keep training.
+    """
+    met = []
+    for key, threshold in stop.items():
+        value = lookup_result(result, key)
+        if value is _MISSING:
+            continue
+        try:
+            if value >= threshold:
+                met.append((key, value, threshold))
+        except TypeError:
+            continue
+    return met
+
+
+def _warn_missing_stop_keys(result: Mapping[str, Any], stop: Mapping[str, float]) -> None:
+    available = sorted(k for k, v in flatten_dict(result).items()
+                       if not any(p in EXCLUDED_FROM_CSV for p in k.split("/"))
+                       and isinstance(v, (int, float)) and not isinstance(v, bool))
+    for key in stop:
+        if lookup_result(result, key) is not _MISSING:
+            continue
+        if key.split("/")[0] == "evaluation":
+            # Evaluation results only exist on evaluation iterations (evaluation_interval).
+            hint = " (Evaluation keys appear only on iterations that evaluate.)"
+        else:
+            close = difflib.get_close_matches(key, available, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+        print(f"WARNING: stop key {key!r} is not in the first result, so it only stops "
+              f"training if it appears later.{hint} Available keys: {', '.join(available)}",
+              file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------
+def _num(value: Any, fmt: str) -> Optional[str]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return format(value, fmt)
+
+
+_SHOWN_KEYS = frozenset({"training_iteration", "timesteps_total", "episode_reward_mean",
+                         "episode_reward_min", "episode_reward_max", "episode_len_mean",
+                         "episodes_total", "time_total_s"})
+
+
+def format_progress(result: Mapping[str, Any], extra_keys: Sequence[str] = ()) -> str:
+    """One progress line, e.g. ``iter   12 | steps   48000 | reward  187.30 (min 21.0,
+    max 500.0) | len 187.3 | episodes 312 | 35.2s``.
+
+    Args:
+        result: the iteration's result dict; missing or NaN values print as "n/a".
+        extra_keys: further keys to show (the CLI passes the stop keys not shown anyway).
+
+    Returns:
+        The line, without a newline.
+    """
+    it = _num(result.get("training_iteration"), ">4d") or " n/a"
+    steps = _num(result.get("timesteps_total"), ">7d") or "    n/a"
+    reward = _num(result.get("episode_reward_mean"), "7.2f")
+    if reward is None:
+        reward_part = "reward     n/a"
+    else:
+        reward_part = f"reward {reward}"
+        rmin = _num(result.get("episode_reward_min"), ".1f")
+        rmax = _num(result.get("episode_reward_max"), ".1f")
+        if rmin is not None and rmax is not None:
+            reward_part += f" (min {rmin}, max {rmax})"
+    parts = [
+        f"iter {it}",
+        f"steps {steps}",
+        reward_part,
+        f"len {_num(result.get('episode_len_mean'), '.1f') or 'n/a'}",
+        f"episodes {_num(result.get('episodes_total'), 'd') or 'n/a'}",
+        f"{_num(result.get('time_total_s'), '.1f') or 'n/a'}s",
+    ]
+    for key in extra_keys:
+        if key in _SHOWN_KEYS:
+            continue
+        value = lookup_result(result, key)
+        if value is _MISSING:
+            continue
+        shown = _num(value, ".4g") or str(value)
+        parts.append(f"{key} {shown}")
+    return " | ".join(parts)
+
+
+def _describe_stop(stop: Mapping[str, float]) -> str:
+    if not stop:
+        return "no stop criteria: training until Ctrl-C"
+    return "stop when any of: " + ", ".join(f"{k} >= {v}" for k, v in stop.items())
+
+
+# --------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------
+class _Checkpointer:
+    """Saves checkpoints; turns itself off after the first NotImplementedError."""
+
+    def __init__(self) -> None:
+        self.available = True
+        self.last_iteration: Optional[int] = None
+
+    def save(self, trainer: Any, iteration: Optional[int]) -> None:
+        if not self.available or (iteration is not None and iteration == self.last_iteration):
+            return
+        try:
+            path = trainer.save()
+        except NotImplementedError as exc:
+            # Checkpointing lands in a later issue; training itself must not fail for it.
+            self.available = False
+            detail = f" ({exc})" if str(exc) else ""
+            print(f"Note: checkpoints are not supported yet{detail}; continuing without "
+                  f"saving.", flush=True)
+            return
+        self.last_iteration = iteration
+        print(f"Checkpoint saved: {path}", flush=True)
+
+
+def _remove_if_empty(path: Optional[str]) -> None:
+    if path:
+        try:
+            os.rmdir(path)  # fails (and we keep it) unless empty
+        except OSError:
+            pass
+
+
+def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> int:
+    """Trains one experiment until a stop criterion is met or Ctrl-C.
+
+    The trainer writes the log files itself; this only prints progress and checkpoints.
+    The last line printed is ``Results: <logdir>`` (also after Ctrl-C or an error), once
+    the trainer was created.
+
+    Args:
+        exp: the experiment.
+        trainer_cls: the trainer class for ``exp.run``.
+        verbosity: 0, 1 (-v) or 2 (-vv); > 0 also shows tracebacks of config errors.
+
+    Returns:
+        EXIT_OK, or EXIT_INTERRUPTED after Ctrl-C.
+
+    Raises:
+        UsageError: the trainer rejected the config (ValueError at construction).
+    """
+    created_logdir = make_logdir(exp.run, exp.env, exp.local_dir) if exp.local_dir else None
+    trainer = None
+    code = EXIT_OK
+    try:
+        try:
+            trainer = trainer_cls(config=exp.config, env=exp.env, logdir=created_logdir)
+        except ValueError as exc:
+            # Config validation errors are user errors and name the key (DESIGN.md):
+            # show the message, not a traceback, unless asked for with -v.
+            if verbosity > 0:
+                traceback.print_exc()
+            _remove_if_empty(created_logdir)
+            raise UsageError(f"experiment {exp.name!r}: invalid config for {exp.run}: "
+                             f"{exc}") from None
+        except BaseException:
+            _remove_if_empty(created_logdir)
+            raise
+
+        print(f"== {exp.name}: {exp.run} on {exp.env or '(env from config)'} | {_describe_stop(exp.stop)}", flush=True)
+        print(f"   logdir: {trainer.logdir}", flush=True)
+        checkpointer = _Checkpointer()
+        first = True
+        result: Mapping[str, Any] = {}
+        while True:
+            result = trainer.train()
+            if first:
+                first = False
+                _warn_missing_stop_keys(result, exp.stop)
+            print(format_progress(result, list(exp.stop)), flush=True)
+            iteration = result.get("training_iteration")
+            if exp.checkpoint_freq and isinstance(iteration, int) \
+                    and iteration % exp.checkpoint_freq == 0:
+                checkpointer.save(trainer, iteration)
+            met = stop_criteria_met(result, exp.stop)
+            if met:
+                for key, value, threshold in met:
+                    shown = _num(value, ".6g") or str(value)
+                    print(f"Stop criterion met: {key} = {shown} >= {threshold} "
+                          f"(iteration {iteration})", flush=True)
+                break
+        if exp.checkpoint_at_end:
+            checkpointer.save(trainer, result.get("training_iteration"))
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+        print("\nInterrupted (Ctrl-C): stopping.", flush=True)
+        if trainer is not None and exp.checkpoint_at_end:
+            try:
+                _Checkpointer().save(trainer, None)
+            except Exception:
+                logger.exception("Saving the final checkpoint after Ctrl-C failed")
+    finally:
+        if trainer is not None:
+            try:
+                trainer.stop()
+            except Exception:
+                logger.exception("trainer.stop() failed")
+            print(f"Results: {trainer.logdir}", flush=True)
+    return code
+
+
+# --------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------
+def _resolve_trainers(experiments: List[Experiment]) -> List[type]:
+    classes = []
+    for exp in experiments:
+        try:
+            classes.append(_lookup_trainer(exp.run))
+        except ValueError:
+            try:
+                names = ", ".join(_available_algorithms())
+            except Exception:
+                names = "(could not list them)"
+            raise UsageError(f"argument --run: unknown algorithm {exp.run!r}; "
+                             f"available: {names}") from None
+    return classes
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    experiments = load_experiments(args)
+    # Resolve every algorithm before training anything: a typo in the third experiment of
+    # a file should not surface after the first two ran for an hour.
+    classes = _resolve_trainers(experiments)
+    for exp, cls in zip(experiments, classes):
+        code = run_experiment(exp, cls, verbosity=args.verbose)
+        if code != EXIT_OK:
+            return code
+    return EXIT_OK
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    for name in _available_algorithms():
+        print(name)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the ``rlfleet`` argument parser (sub-commands ``train`` and ``list``)."""
+    parser = argparse.ArgumentParser(
+        prog="rlfleet", description="Train reinforcement-learning policies with one config.")
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    train = subs.add_parser(
+        "train", help="train an algorithm on an env",
+        description="Train an algorithm until a stop criterion is met (or Ctrl-C).",
+        epilog="examples:\n"
+               "  rlfleet train --run PPO --env CartPole-v1 "
+               "--stop '{\"episode_reward_mean\": 450}'\n"
+               "  rlfleet train -f tuned_examples/ppo/cartpole-ppo.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument("--run", help="algorithm name, e.g. PPO (see `rlfleet list`)")
+    train.add_argument("--env", help="environment id, e.g. CartPole-v1")
+    train.add_argument("--stop", metavar="JSON",
+                       help="stop when ANY result key reaches its threshold, e.g. "
+                            "'{\"episode_reward_mean\": 450, \"timesteps_total\": 100000}'; "
+                            "nested keys with '/'. Without it: until Ctrl-C")
+    train.add_argument("--config", metavar="JSON",
+                       help="config overrides as a JSON object, e.g. '{\"lr\": 0.001}'")
+    train.add_argument("-f", "--config-file", metavar="FILE",
+                       help="YAML file of experiments `name: {run, env, stop, config}`; "
+                            "--stop/--config given too update each experiment")
+    train.add_argument("--local-dir", metavar="DIR",
+                       help="parent folder of the run folder (default: $RLFLEET_RESULTS_DIR "
+                            "or ~/rlfleet_results)")
+    train.add_argument("--checkpoint-freq", type=int, default=None, metavar="N",
+                       help="save a checkpoint every N iterations (0: never)")
+    train.add_argument("--checkpoint-at-end", action="store_true", default=False,
+                       help="save a checkpoint when training ends")
+    train.add_argument("-v", "--verbose", action="count", default=0,
+                       help="more logging (-v info, -vv debug)")
+    train.set_defaults(func=_cmd_train, subparser=train)
+
+    lst = subs.add_parser("list", help="list the available algorithms")
+    lst.set_defaults(func=_cmd_list, subparser=lst, verbose=0)
+    return parser
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is *now* (pytest and callers may swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _configure_logging(verbosity: int) -> Callable[[], None]:
+    """Points the "rlfleet" loggers at stderr; returns a function undoing it, so that
+    calling main() in-process (tests, notebooks) leaves logging as it found it."""
+    pkg_logger = logging.getLogger("rlfleet")
+    old_level = pkg_logger.level
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 \
+        else logging.DEBUG
+    pkg_logger.setLevel(level)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    pkg_logger.addHandler(handler)
+
+    def restore() -> None:
+        pkg_logger.removeHandler(handler)
+        pkg_logger.setLevel(old_level)
+
+    return restore
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``rlfleet`` console script.
+
+    Args:
+        argv: arguments without the program name; None reads ``sys.argv[1:]``.
+
+    Returns:
+        The exit code: 0 done, 2 usage error, 130 interrupted.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed usage + message (or --help)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    restore_logging = _configure_logging(args.verbose)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        args.subparser.print_usage(sys.stderr)
+        print(f"{args.subparser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C outside a run (e.g. while importing torch)
+        print("\nInterrupted (Ctrl-C).", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        restore_logging()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,426 @@
+"""Tests for the `rlfleet` command line, with a fake trainer injected (no real algorithms)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rlfleet import cli
+from rlfleet.logger import make_logdir
+
+
+class FakeTrainer:
+    """Mimics the Trainer API the CLI uses. Iteration i reports reward 100 * i, 1000 * i
+    steps, NaN reward on iteration 1 and an `evaluation` dict on even iterations.
+
+    Config knobs (test-only): "interrupt_at" raises KeyboardInterrupt in that train() call;
+    "save" is "ok" (default), "not_implemented"; "invalid" makes the constructor raise
+    ValueError like config validation would.
+    """
+
+    instances: list = []
+
+    def __init__(self, config=None, env=None, logdir=None):
+        config = dict(config or {})
+        if config.get("invalid"):
+            raise ValueError("config key 'invalid': not a valid key; valid keys are [...]")
+        self.config = config
+        self.env = env
+        self.logdir = logdir or make_logdir("Fake", env)
+        self.iteration = 0
+        self.saves = []
+        self.stopped = False
+        FakeTrainer.instances.append(self)
+
+    def train(self):
+        self.iteration += 1
+        i = self.iteration
+        if self.config.get("interrupt_at") == i:
+            raise KeyboardInterrupt
+        result = {
+            "training_iteration": i,
+            "timesteps_total": 1000 * i,
+            "time_total_s": 0.5 * i,
+            "episode_reward_mean": float("nan") if i == 1 else 100.0 * i,
+            "episode_reward_min": 0.0,
+            "episode_reward_max": 500.0,
+            "episode_len_mean": 20.0 * i,
+            "episodes_total": 3 * i,
+            "hist_stats": {"episode_reward": [1.0]},
+            "info": {"learner": {"default_policy": {"policy_loss": 0.1}}},
+        }
+        if i % 2 == 0:
+            result["evaluation"] = {"episode_reward_mean": 50.0 * i}
+        if i > 100:  # a runaway loop would otherwise hang the test
+            raise AssertionError("stop criteria never triggered")
+        return result
+
+    def save(self):
+        if self.config.get("save") == "not_implemented":
+            raise NotImplementedError("checkpoints land later")
+        path = os.path.join(self.logdir, f"checkpoint_{self.iteration:06d}")
+        self.saves.append(path)
+        return path
+
+    def stop(self):
+        self.stopped = True
+
+
+ALGOS = {"FAKE": FakeTrainer, "FAKE2": FakeTrainer}
+
+
+@pytest.fixture(autouse=True)
+def fake_registry(monkeypatch, tmp_path):
+    FakeTrainer.instances = []
+    monkeypatch.setenv("RLFLEET_RESULTS_DIR", str(tmp_path / "results"))
+
+    def lookup(name):
+        if name not in ALGOS:
+            raise ValueError(f"Unknown algorithm {name!r}")
+        return ALGOS[name]
+
+    monkeypatch.setattr(cli, "_lookup_trainer", lookup)
+    monkeypatch.setattr(cli, "_available_algorithms", lambda: sorted(ALGOS))
+
+
+def _run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def _last_trainer():
+    assert FakeTrainer.instances
+    return FakeTrainer.instances[-1]
+
+
+# --------------------------------------------------------------------------------------
+# Stop criteria
+# --------------------------------------------------------------------------------------
+def test_train_stops_on_any_criterion(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "CartPole-v1", "--stop",
+                          '{"episode_reward_mean": 1000, "timesteps_total": 3000}')
+    assert code == 0, err
+    trainer = _last_trainer()
+    assert trainer.iteration == 3  # timesteps 3000 reached first; reward would need 10
+    assert trainer.stopped
+    assert trainer.env == "CartPole-v1" and trainer.config["env"] == "CartPole-v1"
+    assert any("Stop criterion met: timesteps_total = 3000 >= 3000" in line for line in out)
+    assert out[-1] == f"Results: {trainer.logdir}"
+    progress = [line for line in out if line.startswith("iter")]
+    assert len(progress) == 3
+    assert "reward     n/a" in progress[0]  # NaN before the first episode ends
+    assert progress[1].startswith("iter    2 | steps    2000 | reward  200.00 (min 0.0, max")
+    assert "episodes 6" in progress[1] and progress[1].endswith("1.0s")
+    assert err == ""
+
+
+def test_nan_never_triggers():
+    result = {"episode_reward_mean": float("nan")}
+    assert cli.stop_criteria_met(result, {"episode_reward_mean": -1e9}) == []
+
+
+def test_stop_criteria_met_unit():
+    result = {"a": 5, "evaluation": {"r": 10.0}, "x/y": 1, "s": "text"}
+    assert cli.stop_criteria_met(result, {"a": 5}) == [("a", 5, 5)]
+    assert cli.stop_criteria_met(result, {"a": 6}) == []
+    assert cli.stop_criteria_met(result, {"evaluation/r": 10}) == [("evaluation/r", 10.0, 10)]
+    assert cli.stop_criteria_met(result, {"x/y": 1}) == [("x/y", 1, 1)]  # literal key wins
+    assert cli.stop_criteria_met(result, {"missing": 0, "s": 0}) == []
+    met = cli.stop_criteria_met(result, {"a": 1, "evaluation/r": 1})
+    assert [m[0] for m in met] == ["a", "evaluation/r"]
+
+
+def test_nested_stop_key(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"evaluation/episode_reward_mean": 200}')
+    assert code == 0
+    assert _last_trainer().iteration == 4  # evaluation exists on even iterations: 100, 200
+    assert any("evaluation/episode_reward_mean = 200 >= 200" in line for line in out)
+    # The stop key is shown in the progress line when present.
+    assert "evaluation/episode_reward_mean 200" in out[-3]
+    assert out[-1].startswith("Results: ")
+    # Absent from the first result (no evaluation on iteration 1): one warning.
+    assert err.count("WARNING") == 1
+    assert "appear only on iterations that evaluate" in err
+
+
+def test_missing_stop_key_warns_once(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"episode_reward_maen": 1, "training_iteration": 4}')
+    assert code == 0
+    assert _last_trainer().iteration == 4
+    assert err.count("WARNING") == 1
+    assert "'episode_reward_maen'" in err
+    assert "Did you mean 'episode_reward_mean'?" in err
+    assert "timesteps_total" in err and "info/learner/default_policy/policy_loss" in err
+    assert "hist_stats" not in err
+    assert out[-1].startswith("Results: ")
+
+
+def test_nested_stop_in_yaml_form(tmp_path, capsys):
+    path = tmp_path / "exp.yaml"
+    path.write_text(textwrap.dedent("""
+        nested:
+          run: FAKE
+          env: E-v0
+          stop:
+            evaluation:
+              episode_reward_mean: 300
+    """))
+    code, out, err = _run(capsys, "train", "-f", str(path))
+    assert code == 0, err
+    assert _last_trainer().iteration == 6
+
+
+def test_empty_stop_runs_until_ctrl_c(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0",
+                          "--config", '{"interrupt_at": 5}')
+    assert code == 130
+    trainer = _last_trainer()
+    assert trainer.stopped
+    assert any("until Ctrl-C" in line for line in out)
+    assert any("Interrupted" in line for line in out)
+    assert len([line for line in out if line.startswith("iter")]) == 4
+    assert out[-1] == f"Results: {trainer.logdir}"
+
+
+def test_ctrl_c_with_checkpoint_at_end_saves(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"training_iteration": 50}', "--config", '{"interrupt_at": 2}',
+                          "--checkpoint-at-end")
+    assert code == 130
+    trainer = _last_trainer()
+    assert len(trainer.saves) == 1 and trainer.stopped
+    assert out[-1] == f"Results: {trainer.logdir}"
+
+
+# --------------------------------------------------------------------------------------
+# Arguments and experiment files
+# --------------------------------------------------------------------------------------
+def test_yaml_experiments_with_cli_overrides(tmp_path, capsys):
+    path = tmp_path / "exps.yaml"
+    path.write_text(textwrap.dedent("""
+        first:
+          run: FAKE
+          env: CartPole-v1
+          stop: {training_iteration: 10, episode_reward_mean: 250}
+          config:
+            lr: 0.01
+            model: {fcnet_hiddens: [64, 64], fcnet_activation: tanh}
+        second:
+          run: FAKE2
+          stop: {training_iteration: 1}
+          config:
+            env: Pendulum-v1
+            gamma: 0.95
+    """))
+    code, out, err = _run(capsys, "train", "-f", str(path), "--stop",
+                          '{"training_iteration": 2}', "--config",
+                          '{"lr": 0.001, "model": {"fcnet_hiddens": [32]}}')
+    assert code == 0, err
+    first, second = FakeTrainer.instances
+    # --stop updated each experiment: training_iteration 2 wins over the file's 10 / 1.
+    assert first.iteration == 2 and second.iteration == 2
+    assert first.env == "CartPole-v1"
+    assert first.config["lr"] == 0.001
+    assert first.config["model"] == {"fcnet_hiddens": [32], "fcnet_activation": "tanh"}
+    assert second.env == "Pendulum-v1" and second.config["gamma"] == 0.95
+    assert second.config["lr"] == 0.001
+    results = [line for line in out if line.startswith("Results: ")]
+    assert results == [f"Results: {first.logdir}", f"Results: {second.logdir}"]
+    assert out[-1] == f"Results: {second.logdir}"
+    assert any(line.startswith("== first: FAKE on CartPole-v1") for line in out)
+
+
+def test_yaml_unknown_keys_warn(tmp_path, capsys):
+    path = tmp_path / "e.yaml"
+    path.write_text("x:\n  run: FAKE\n  env: E\n  num_samples: 4\n  stop: {training_iteration: 1}\n")
+    code, out, err = _run(capsys, "train", "-f", str(path))
+    assert code == 0
+    assert "num_samples" in err
+
+
+def test_local_dir(tmp_path, capsys):
+    local = tmp_path / "mine"
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "ALE/Pong-v5",
+                          "--stop", '{"training_iteration": 1}', "--local-dir", str(local))
+    assert code == 0
+    trainer = _last_trainer()
+    assert os.path.dirname(trainer.logdir) == str(local)
+    assert os.path.basename(trainer.logdir).startswith("FAKE_ALE_Pong-v5_")
+    assert out[-1] == f"Results: {trainer.logdir}"
+
+
+def test_default_logdir_left_to_trainer(tmp_path, capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0",
+                          "--stop", '{"training_iteration": 1}')
+    assert code == 0
+    # Our fake makes its own folder under $RLFLEET_RESULTS_DIR when given logdir=None.
+    assert os.path.dirname(_last_trainer().logdir) == str(tmp_path / "results")
+
+
+def test_checkpoint_freq_and_at_end(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"training_iteration": 5}', "--checkpoint-freq", "2",
+                          "--checkpoint-at-end")
+    assert code == 0
+    trainer = _last_trainer()
+    assert [os.path.basename(p) for p in trainer.saves] == [
+        "checkpoint_000002", "checkpoint_000004", "checkpoint_000005"]
+    assert sum("Checkpoint saved" in line for line in out) == 3
+    assert out[-1].startswith("Results: ")
+
+
+def test_checkpoint_at_end_not_duplicated(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"training_iteration": 4}', "--checkpoint-freq", "2",
+                          "--checkpoint-at-end")
+    assert code == 0
+    assert len(_last_trainer().saves) == 2
+
+
+def test_checkpoint_not_implemented_is_a_notice(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"training_iteration": 4}', "--checkpoint-freq", "1",
+                          "--checkpoint-at-end", "--config", '{"save": "not_implemented"}')
+    assert code == 0
+    notices = [line for line in out if "not supported yet" in line]
+    assert len(notices) == 1
+    assert _last_trainer().iteration == 4
+    assert out[-1].startswith("Results: ")
+
+
+def test_unknown_run_lists_algorithms(capsys):
+    code, out, err = _run(capsys, "train", "--run", "NOPE", "--env", "E-v0")
+    assert code == 2
+    assert "unknown algorithm 'NOPE'" in err and "FAKE, FAKE2" in err
+    assert "--run" in err
+    assert "Traceback" not in err
+    assert FakeTrainer.instances == []
+
+
+def test_unknown_run_in_later_yaml_experiment_fails_before_training(tmp_path, capsys):
+    path = tmp_path / "e.yaml"
+    path.write_text("a: {run: FAKE, env: E}\nb: {run: TYPO, env: E}\n")
+    code, out, err = _run(capsys, "train", "-f", str(path))
+    assert code == 2 and "'TYPO'" in err
+    assert FakeTrainer.instances == []
+
+
+@pytest.mark.parametrize("flag", ["--stop", "--config"])
+def test_bad_json_names_the_flag(capsys, flag):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", flag, "{lr: 1")
+    assert code == 2
+    assert f"argument {flag}: invalid JSON" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag", ["--stop", "--config"])
+def test_json_must_be_an_object(capsys, flag):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", flag, "[1, 2]")
+    assert code == 2
+    assert f"argument {flag}: must be a JSON object" in err
+
+
+def test_non_numeric_stop_threshold(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--stop",
+                          '{"episode_reward_mean": "high"}')
+    assert code == 2
+    assert "'episode_reward_mean'" in err and "'high'" in err
+
+
+def test_missing_run(capsys):
+    code, out, err = _run(capsys, "train", "--env", "E-v0")
+    assert code == 2 and "--run" in err
+
+
+def test_yaml_errors(tmp_path, capsys):
+    code, out, err = _run(capsys, "train", "-f", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "cannot read" in err
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [unclosed\n")
+    code, out, err = _run(capsys, "train", "-f", str(bad))
+    assert code == 2 and "not valid YAML" in err
+
+    norun = tmp_path / "norun.yaml"
+    norun.write_text("a: {env: E}\n")
+    code, out, err = _run(capsys, "train", "-f", str(norun))
+    assert code == 2 and "no `run:`" in err
+
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("- run: FAKE\n")
+    code, out, err = _run(capsys, "train", "-f", str(flat))
+    assert code == 2 and "experiments" in err
+
+
+def test_grid_search_rejected(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E", "--config",
+                          '{"lr": {"grid_search": [0.1, 0.01]}}')
+    assert code == 2 and "grid_search" in err and "'lr'" in err
+
+
+def test_invalid_config_is_usage_error(capsys, tmp_path):
+    local = tmp_path / "local"
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E", "--local-dir",
+                          str(local), "--config", '{"invalid": true}')
+    assert code == 2
+    assert "invalid config for FAKE" in err and "Traceback" not in err
+    assert not any(line.startswith("Results:") for line in out)
+    assert os.listdir(local) == []  # the empty run folder is cleaned up
+
+
+def test_argparse_errors_return_2(capsys):
+    code, out, err = _run(capsys, "train", "--checkpoint-freq", "often")
+    assert code == 2 and "--checkpoint-freq" in err
+    code, out, err = _run(capsys)
+    assert code == 2
+    code, out, err = _run(capsys, "frobnicate")
+    assert code == 2
+
+
+def test_help_returns_0(capsys):
+    code, out, err = _run(capsys, "train", "--help")
+    assert code == 0 and any("--stop" in line for line in out)
+
+
+def test_list(capsys):
+    code, out, err = _run(capsys, "list")
+    assert code == 0
+    assert out == ["FAKE", "FAKE2"]
+
+
+def test_format_progress_handles_missing_values():
+    line = cli.format_progress({})
+    assert line.startswith("iter  n/a | steps     n/a | reward     n/a")
+    line = cli.format_progress({"training_iteration": 12, "timesteps_total": 48000,
+                                "episode_reward_mean": 187.3, "episode_reward_min": 21.0,
+                                "episode_reward_max": 500.0, "episode_len_mean": 187.3,
+                                "episodes_total": 312, "time_total_s": 35.2})
+    assert line == ("iter   12 | steps   48000 | reward  187.30 (min 21.0, max 500.0) | "
+                    "len 187.3 | episodes 312 | 35.2s")
+
+
+def test_logging_restored_after_main(capsys):
+    import logging
+
+    pkg = logging.getLogger("rlfleet")
+    before = (pkg.level, list(pkg.handlers))
+    _run(capsys, "train", "--run", "FAKE", "--env", "E", "-vv", "--stop",
+         '{"training_iteration": 1}')
+    assert (pkg.level, list(pkg.handlers)) == before
+
+
+def test_import_is_light():
+    code = ("import sys, rlfleet.cli; "
+            "heavy = [m for m in ('torch', 'numpy', 'gymnasium', 'ray', 'yaml') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

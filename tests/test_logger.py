@@ -1,0 +1,290 @@
+"""Tests for rlfleet.logger: results folder, params.json, result.json, progress.csv."""
+from __future__ import annotations
+
+import csv
+import enum
+import json
+import math
+import os
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlfleet import logger as rl_logger
+from rlfleet.logger import (
+    UnifiedLogger,
+    default_results_dir,
+    flatten_dict,
+    make_logdir,
+    to_jsonable,
+)
+
+
+def _result(i: int, **extra):
+    result = {
+        "training_iteration": i,
+        "timesteps_total": 1000 * i,
+        "episode_reward_mean": float("nan") if i == 1 else 10.0 * i,
+        "hist_stats": {"episode_reward": [1.0, 2.0, 3.0]},
+        "config": {"lr": 0.001},
+        "info": {"learner": {"default_policy": {"policy_loss": 0.5 / i, "kl": np.float32(0.01)}},
+                 "num_steps_sampled": 1000 * i},
+        "custom_metrics": {},
+        "sampler_perf": {"mean_env_wait_ms": 0.25},
+    }
+    result.update(extra)
+    return result
+
+
+def _read_csv(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+# --------------------------------------------------------------------------------------
+# Results folder
+# --------------------------------------------------------------------------------------
+def test_default_results_dir_env_var(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLFLEET_RESULTS_DIR", str(tmp_path / "res"))
+    assert default_results_dir() == str(tmp_path / "res")
+    monkeypatch.delenv("RLFLEET_RESULTS_DIR")
+    assert default_results_dir() == os.path.join(os.path.expanduser("~"), "rlfleet_results")
+
+
+def test_make_logdir_name_and_uniqueness(tmp_path):
+    a = make_logdir("PPO", "ALE/Pong-v5", str(tmp_path))
+    b = make_logdir("PPO", "ALE/Pong-v5", str(tmp_path))
+    assert a != b
+    for path in (a, b):
+        assert os.path.isdir(path) and os.listdir(path) == []
+        assert os.path.dirname(path) == str(tmp_path)
+        assert re.fullmatch(r"PPO_ALE_Pong-v5_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_[0-9a-f]+",
+                            os.path.basename(path)), path
+
+
+def test_make_logdir_uses_env_var_and_creates_parent(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLFLEET_RESULTS_DIR", str(tmp_path / "new" / "results"))
+    path = make_logdir("PG", None)
+    assert os.path.dirname(path) == str(tmp_path / "new" / "results")
+    assert os.path.basename(path).startswith("PG_2")  # no env part, then the date
+
+
+def test_make_logdir_sanitises_odd_env_ids(tmp_path):
+    path = make_logdir("PPO", "my_pkg.envs:My Env/v0", str(tmp_path))
+    assert os.path.basename(path).startswith("PPO_my_pkg.envs_My_Env_v0_")
+
+
+def test_make_logdir_many_unique(tmp_path):
+    paths = {make_logdir("PPO", "CartPole-v1", str(tmp_path)) for _ in range(50)}
+    assert len(paths) == 50
+
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+def test_flatten_dict():
+    nested = {"a": 1, "info": {"learner": {"p0": {"loss": 0.5}}, "n": 3}, "empty": {},
+              "lst": [1, 2]}
+    assert flatten_dict(nested) == {"a": 1, "info/learner/p0/loss": 0.5, "info/n": 3,
+                                    "lst": [1, 2]}
+    assert flatten_dict({"a": {"b": 1}}, sep=".") == {"a.b": 1}
+
+
+class _Color(str, enum.Enum):
+    RED = "red"
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr for you")
+
+
+def _some_function(x):
+    return x
+
+
+class _Callbacks:
+    pass
+
+
+def test_to_jsonable_weird_values():
+    config = {
+        "callbacks": _Callbacks,
+        "fn": _some_function,
+        "lam": lambda x: x,
+        "space": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+        "np_scalar": np.float32(0.5),
+        "np_int": np.int64(7),
+        "np_bool": np.bool_(True),
+        "np_array": np.arange(4).reshape(2, 2),
+        "tuple": (1, "a"),
+        "set": {3, 1, 2},
+        "enum": _Color.RED,
+        "bad": _BadRepr(),
+        "obj": object(),
+        "nan": float("nan"),
+        5: "int key",
+        _Callbacks: "class key",
+    }
+    config["self"] = config  # cycles must not recurse forever
+    out = to_jsonable(config)
+    text = json.dumps(out, sort_keys=True)  # must not raise
+    back = json.loads(text)
+    assert back["callbacks"] == f"{__name__}._Callbacks"
+    assert back["fn"] == f"{__name__}._some_function"
+    assert back["lam"].endswith("<lambda>")
+    assert back["space"].startswith("Box(")
+    assert back["np_scalar"] == 0.5 and type(out["np_scalar"]) is float
+    assert back["np_int"] == 7 and type(out["np_int"]) is int
+    assert back["np_bool"] is True
+    assert back["np_array"] == [[0, 1], [2, 3]]
+    assert back["tuple"] == [1, "a"]
+    assert back["set"] == [1, 2, 3]
+    assert back["enum"] == "red"
+    assert back["bad"].startswith("<unrepresentable")
+    assert back["obj"].startswith("<object object")
+    assert math.isnan(back["nan"])
+    assert back["5"] == "int key"
+    assert back[f"{__name__}._Callbacks"] == "class key"
+    assert back["self"] == "<cycle>"
+
+
+def test_to_jsonable_torch_tensor():
+    torch = pytest.importorskip("torch")
+    assert to_jsonable({"t": torch.tensor([1.0, 2.0]), "s": torch.tensor(3)}) == {
+        "t": [1.0, 2.0], "s": 3}
+
+
+# --------------------------------------------------------------------------------------
+# UnifiedLogger
+# --------------------------------------------------------------------------------------
+def test_unified_logger_writes_all_files(tmp_path):
+    logdir = str(tmp_path / "run")
+    config = {"lr": 0.001, "env": "CartPole-v1", "callbacks": _Callbacks,
+              "space": gym.spaces.Discrete(2), "model": {"fcnet_hiddens": [32, 32]}}
+    log = UnifiedLogger(config, logdir)
+
+    params_text = (tmp_path / "run" / "params.json").read_text()
+    params = json.loads(params_text)
+    assert params == {"lr": 0.001, "env": "CartPole-v1",
+                      "callbacks": f"{__name__}._Callbacks", "space": "Discrete(2)",
+                      "model": {"fcnet_hiddens": [32, 32]}}
+    assert list(params) == sorted(params)  # sort_keys
+
+    log.on_result(_result(1))
+    # Flushed after each line: readable before close().
+    lines = (tmp_path / "run" / "result.json").read_text().splitlines()
+    assert len(lines) == 1
+    assert math.isnan(json.loads(lines[0])["episode_reward_mean"])
+    assert len(_read_csv(tmp_path / "run" / "progress.csv")) == 2
+
+    log.on_result(_result(2))
+    log.close()
+    log.close()  # idempotent
+
+    records = [json.loads(line) for line in
+               (tmp_path / "run" / "result.json").read_text().splitlines()]
+    assert [r["training_iteration"] for r in records] == [1, 2]
+    assert records[1]["info"]["learner"]["default_policy"]["kl"] == pytest.approx(0.01)
+    # result.json keeps everything, including the bulky keys.
+    assert records[1]["hist_stats"] == {"episode_reward": [1.0, 2.0, 3.0]}
+    assert records[1]["config"] == {"lr": 0.001}
+
+    rows = _read_csv(tmp_path / "run" / "progress.csv")
+    header = rows[0]
+    assert "info/learner/default_policy/policy_loss" in header
+    assert "info/num_steps_sampled" in header
+    assert "sampler_perf/mean_env_wait_ms" in header
+    assert not any(h.startswith("hist_stats") or h.startswith("config") for h in header)
+    assert len(rows) == 3
+    row2 = dict(zip(header, rows[2]))
+    assert row2["training_iteration"] == "2"
+    assert float(row2["episode_reward_mean"]) == 20.0
+    assert float(row2["info/learner/default_policy/policy_loss"]) == 0.25
+
+
+def test_csv_header_fixed_by_first_result(tmp_path):
+    with UnifiedLogger({}, str(tmp_path)) as log:
+        log.on_result({"a": 1, "b": {"c": 2}})
+        log.on_result({"a": 3, "new_key": 5, "evaluation": {"hist_stats": {"x": [1]}}})
+        log.on_result({"b": {"c": 4}, "a": 5})
+    rows = _read_csv(tmp_path / "progress.csv")
+    assert rows == [["a", "b/c"], ["1", "2"], ["3", ""], ["5", "4"]]
+    # result.json is not cut down to the header.
+    lines = (tmp_path / "result.json").read_text().splitlines()
+    assert json.loads(lines[1])["new_key"] == 5
+
+
+def test_csv_lists_written_as_json(tmp_path):
+    with UnifiedLogger({}, str(tmp_path)) as log:
+        log.on_result({"a": [1, 2], "n": None})
+    rows = _read_csv(tmp_path / "progress.csv")
+    assert rows[1] == ["[1, 2]", ""]
+
+
+def test_reopening_logdir_appends_under_existing_header(tmp_path):
+    with UnifiedLogger({"lr": 1}, str(tmp_path)) as log:
+        log.on_result({"a": 1, "b": 2})
+    with UnifiedLogger({"lr": 1}, str(tmp_path)) as log:
+        log.on_result({"b": 20, "a": 10, "c": 30})
+    rows = _read_csv(tmp_path / "progress.csv")
+    assert rows == [["a", "b"], ["1", "2"], ["10", "20"]]
+    assert len((tmp_path / "result.json").read_text().splitlines()) == 2
+
+
+def test_on_result_after_close_raises(tmp_path):
+    log = UnifiedLogger({}, str(tmp_path))
+    log.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        log.on_result({"a": 1})
+
+
+def test_weird_values_in_result_do_not_break_logging(tmp_path):
+    with UnifiedLogger({"obj": _BadRepr()}, str(tmp_path)) as log:
+        log.on_result({"training_iteration": 1, "weird": _BadRepr(),
+                       "arr": np.zeros(2, np.float32), "s": gym.spaces.Discrete(3)})
+    record = json.loads((tmp_path / "result.json").read_text())
+    assert record["arr"] == [0.0, 0.0] and record["s"] == "Discrete(3)"
+
+
+def test_tensorboard_missing_is_silent(tmp_path, monkeypatch):
+    monkeypatch.setattr(rl_logger, "_make_tb_writer", lambda logdir: None)
+    with UnifiedLogger({}, str(tmp_path)) as log:
+        log.on_result({"training_iteration": 1, "timesteps_total": 10})
+    assert sorted(os.listdir(tmp_path)) == ["params.json", "progress.csv", "result.json"]
+
+
+def test_real_tb_factory_never_raises(tmp_path):
+    # Whether or not `tensorboard` is installed here, creating the logger must work.
+    with UnifiedLogger({}, str(tmp_path)) as log:
+        log.on_result({"training_iteration": 1, "timesteps_total": 10, "x": 1.5})
+
+
+class _FakeWriter:
+    def __init__(self):
+        self.scalars = []
+        self.closed = False
+
+    def add_scalar(self, tag, value, global_step=None):
+        self.scalars.append((tag, value, global_step))
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def test_tensorboard_scalars_when_available(tmp_path, monkeypatch):
+    writer = _FakeWriter()
+    monkeypatch.setattr(rl_logger, "_make_tb_writer", lambda logdir: writer)
+    with UnifiedLogger({}, str(tmp_path)) as log:
+        log.on_result(_result(2, flag=True, name="x"))
+    tags = {tag: (value, step) for tag, value, step in writer.scalars}
+    assert tags["episode_reward_mean"] == (20.0, 2000)
+    assert tags["info/learner/default_policy/policy_loss"] == (0.25, 2000)
+    assert not any(t.startswith(("hist_stats", "config")) for t in tags)
+    assert "flag" not in tags and "name" not in tags  # only numbers
+    assert writer.closed
