@@ -1,0 +1,543 @@
+"""Tests of rlfleet.config and rlfleet.utils.deep_update."""
+from __future__ import annotations
+
+import copy
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from rlfleet import config as C
+from rlfleet.callbacks import DefaultCallbacks
+from rlfleet.policy.policy_spec import PolicySpec
+from rlfleet.utils.deep_update import deep_update, merge_dicts
+
+SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec" / "000_faaa46d5ed94d82f.txt"
+
+# The reference's COMMON_CONFIG top-level keys, deprecated ones excluded.
+REFERENCE_TOP_LEVEL_KEYS = [
+    "num_workers", "num_envs_per_worker", "create_env_on_driver", "rollout_fragment_length",
+    "batch_mode", "gamma", "lr", "train_batch_size", "model", "optimizer", "horizon",
+    "soft_horizon", "no_done_at_end", "env", "observation_space", "action_space", "env_config",
+    "env_task_fn", "render_env", "record_env", "clip_rewards", "normalize_actions",
+    "clip_actions", "preprocessor_pref", "log_level", "callbacks", "ignore_worker_failures",
+    "log_sys_usage", "fake_sampler", "framework", "eager_tracing", "explore",
+    "exploration_config", "evaluation_interval", "evaluation_num_episodes",
+    "evaluation_parallel_to_training", "in_evaluation", "evaluation_config",
+    "evaluation_num_workers", "custom_eval_function", "sample_async", "sample_collector",
+    "observation_filter", "synchronize_filters", "tf_session_args", "local_tf_session_args",
+    "compress_observations", "collect_metrics_timeout", "metrics_smoothing_episodes",
+    "remote_worker_envs", "remote_env_batch_wait_ms", "min_iter_time_s",
+    "timesteps_per_iteration", "seed", "extra_python_environs_for_driver",
+    "extra_python_environs_for_worker", "num_gpus", "_fake_gpus", "num_cpus_per_worker",
+    "num_gpus_per_worker", "custom_resources_per_worker", "num_cpus_for_driver",
+    "placement_strategy", "input", "input_config", "actions_in_input_normalized",
+    "input_evaluation", "postprocess_inputs", "shuffle_buffer_size", "output",
+    "output_compress_columns", "output_max_file_size", "multiagent", "logger_config",
+]
+RLFLEET_EXTRA_KEYS = ["recreate_failed_workers"]
+DEPRECATED_TOP_LEVEL = ["simple_optimizer", "monitor"]
+
+# The reference's defaults; keys that rlfleet changes on purpose are in DEVIATIONS.
+REFERENCE_DEFAULTS = {
+    "num_workers": 2, "num_envs_per_worker": 1, "create_env_on_driver": False,
+    "rollout_fragment_length": 200, "batch_mode": "truncate_episodes", "gamma": 0.99,
+    "lr": 0.0001, "train_batch_size": 200, "optimizer": {}, "horizon": None,
+    "soft_horizon": False, "no_done_at_end": False, "env": None, "observation_space": None,
+    "action_space": None, "env_config": {}, "env_task_fn": None, "render_env": False,
+    "record_env": False, "clip_rewards": None, "normalize_actions": True,
+    "clip_actions": False, "preprocessor_pref": "deepmind", "log_level": "WARN",
+    "ignore_worker_failures": False, "log_sys_usage": True, "fake_sampler": False,
+    "framework": "tf", "eager_tracing": False, "explore": True,
+    "exploration_config": {"type": "StochasticSampling"}, "evaluation_interval": None,
+    "evaluation_num_episodes": 10, "evaluation_parallel_to_training": False,
+    "in_evaluation": False, "evaluation_config": {}, "evaluation_num_workers": 0,
+    "custom_eval_function": None, "sample_async": False, "observation_filter": "NoFilter",
+    "synchronize_filters": True,
+    "tf_session_args": {
+        "intra_op_parallelism_threads": 2, "inter_op_parallelism_threads": 2,
+        "gpu_options": {"allow_growth": True}, "log_device_placement": False,
+        "device_count": {"CPU": 1}, "allow_soft_placement": True,
+    },
+    "local_tf_session_args": {"intra_op_parallelism_threads": 8, "inter_op_parallelism_threads": 8},
+    "compress_observations": False, "collect_metrics_timeout": 180,
+    "metrics_smoothing_episodes": 100, "remote_worker_envs": False,
+    "remote_env_batch_wait_ms": 0, "min_iter_time_s": 0, "timesteps_per_iteration": 0,
+    "seed": None, "extra_python_environs_for_driver": {},
+    "extra_python_environs_for_worker": {}, "num_gpus": 0, "_fake_gpus": False,
+    "num_cpus_per_worker": 1, "num_gpus_per_worker": 0, "custom_resources_per_worker": {},
+    "num_cpus_for_driver": 1, "placement_strategy": "PACK", "input": "sampler",
+    "input_config": {}, "actions_in_input_normalized": False, "input_evaluation": ["is", "wis"],
+    "postprocess_inputs": False, "shuffle_buffer_size": 0, "output": None,
+    "output_compress_columns": ["obs", "new_obs"], "output_max_file_size": 64 * 1024 * 1024,
+    "multiagent": {
+        "policies": {}, "policy_map_capacity": 100, "policy_map_cache": None,
+        "policy_mapping_fn": None, "policies_to_train": None, "observation_fn": None,
+        "replay_mode": "independent", "count_steps_by": "env_steps",
+    },
+    "logger_config": None,
+}
+DEVIATIONS = {"num_workers": 0, "framework": "torch", "callbacks": DefaultCallbacks,
+              "sample_collector": None, "recreate_failed_workers": False}
+
+MODEL_REFERENCE = {
+    "fcnet_hiddens": [256, 256], "fcnet_activation": "tanh", "conv_filters": None,
+    "conv_activation": "relu", "post_fcnet_hiddens": [], "post_fcnet_activation": "relu",
+    "free_log_std": False, "no_final_linear": False, "vf_share_layers": True,
+    "framestack": True, "dim": 84, "grayscale": False, "zero_mean": True,
+    "custom_model": None, "custom_model_config": {}, "custom_action_dist": None,
+    "use_lstm": False, "max_seq_len": 20, "lstm_cell_size": 256,
+    "lstm_use_prev_action": False, "lstm_use_prev_reward": False, "_time_major": False,
+    "use_attention": False, "attention_num_transformer_units": 1, "attention_dim": 64,
+    "attention_num_heads": 1, "attention_head_dim": 32, "attention_memory_inference": 50,
+    "attention_memory_training": 50, "attention_position_wise_mlp_dim": 32,
+    "attention_init_gru_gate_bias": 2.0, "attention_use_n_prev_actions": 0,
+    "attention_use_n_prev_rewards": 0, "custom_preprocessor": None,
+}
+
+
+def merged(**overrides):
+    return C.merge_configs(C.COMMON_CONFIG, overrides)
+
+
+def validated(**overrides):
+    cfg = merged(**overrides)
+    C.validate_config(cfg)
+    return cfg
+
+
+@pytest.fixture(autouse=True)
+def _fresh_notices():
+    C._NOTICES_GIVEN.clear()
+    yield
+    C._NOTICES_GIVEN.clear()
+
+
+# --- keys and defaults -------------------------------------------------------------------
+def _spec_common_config_block() -> str:
+    text = SPEC.read_text()
+    start = text.index("COMMON_CONFIG: TrainerConfigDict = {")
+    return text[start: text.index("# __sphinx_doc_end__", start)]
+
+
+@pytest.mark.skipif(not SPEC.exists(), reason="spec file not present")
+def test_every_spec_key_is_declared():
+    block = _spec_common_config_block()
+    top = set(re.findall(r'^    "(\w+)":', block, flags=re.M)) - set(DEPRECATED_TOP_LEVEL)
+    assert top == set(REFERENCE_TOP_LEVEL_KEYS)
+    assert top <= set(C.COMMON_CONFIG)
+    ma_block = block[block.index('"multiagent": {'):]
+    nested = set(re.findall(r'^        "(\w+)":', ma_block, flags=re.M))
+    assert nested and nested <= set(C.COMMON_CONFIG["multiagent"])
+    for dep in DEPRECATED_TOP_LEVEL:
+        assert dep in block and dep in C.DEPRECATED_KEYS
+
+
+def test_top_level_keys_exactly():
+    assert set(C.COMMON_CONFIG) == set(REFERENCE_TOP_LEVEL_KEYS) | set(RLFLEET_EXTRA_KEYS)
+    for dep in DEPRECATED_TOP_LEVEL:
+        assert dep not in C.COMMON_CONFIG  # own table, no sentinel values
+
+
+def test_defaults_match_reference_except_deviations():
+    for key, ref in REFERENCE_DEFAULTS.items():
+        if key not in DEVIATIONS:
+            assert C.COMMON_CONFIG[key] == ref, key
+    for key, value in DEVIATIONS.items():
+        assert C.COMMON_CONFIG[key] == value, key
+    assert C.COMMON_CONFIG["callbacks"] is DefaultCallbacks
+    assert C.DEFAULT_POLICY_ID == "default_policy"
+
+
+def test_model_defaults():
+    assert C.MODEL_DEFAULTS == MODEL_REFERENCE
+    assert C.COMMON_CONFIG["model"] == C.MODEL_DEFAULTS
+    assert C.COMMON_CONFIG["model"] is not C.MODEL_DEFAULTS
+    assert C.COMMON_CONFIG["model"]["fcnet_hiddens"] is not C.MODEL_DEFAULTS["fcnet_hiddens"]
+
+
+def test_every_key_declared_once_with_a_doc():
+    names = [k.name for keys in C.COMMON_KEYS.values() for k in keys]
+    assert len(names) == len(set(names))
+    assert len(C.MODEL_KEYS) == len({k.name for k in C.MODEL_KEYS})
+    for path, key in C.KEY_INDEX.items():
+        assert key.doc.strip(), path
+
+
+def test_describe_keys_lists_every_key():
+    text = C.describe_keys()
+    for path, key in C.KEY_INDEX.items():
+        assert f"| `{path}` |" in text
+        assert key.doc.replace("|", "\\|") in text
+    for path in C.DEPRECATED_KEYS:
+        assert f"`{path}`" in text
+    assert "`rlfleet.callbacks.DefaultCallbacks`" in text
+
+
+def test_common_config_validates_as_is():
+    cfg = copy.deepcopy(C.COMMON_CONFIG)
+    C.validate_config(cfg)
+    assert cfg["multiagent"]["policies"] == {"default_policy": PolicySpec(config={})}
+
+
+# --- merging -------------------------------------------------------------------------------
+def test_unknown_top_level_key_suggests_closest():
+    with pytest.raises(ValueError, match=r"Unknown config key 'num_worker'; did you mean 'num_workers'\?"):
+        merged(num_worker=1)
+
+
+def test_unknown_nested_key_names_path():
+    with pytest.raises(ValueError, match=r"'model\.fcnet_hidden'; did you mean 'model\.fcnet_hiddens'\?"):
+        C.merge_configs(C.COMMON_CONFIG, {"model": {"fcnet_hidden": [8]}}, allow_unknown_subkeys=[])
+
+
+def test_unknown_key_without_close_match():
+    with pytest.raises(ValueError, match=r"Unknown config key 'zzzzqqq'; none of the \d+ known keys"):
+        merged(zzzzqqq=1)
+    with pytest.raises(ValueError, match=r"'a\.zz'; valid keys here are \['x', 'y'\]"):
+        deep_update({"a": {"x": 1, "y": 2}}, {"a": {"zz": 3}})
+
+
+def test_allow_unknown_configs_and_with_common_config():
+    cfg = C.merge_configs(C.COMMON_CONFIG, {"my_key": 1}, allow_unknown_configs=True)
+    assert cfg["my_key"] == 1
+    algo = C.with_common_config({"lambda": 0.95, "lr": 5e-5})
+    assert algo["lambda"] == 0.95 and algo["lr"] == 5e-5
+    assert algo["gamma"] == 0.99
+    assert C.COMMON_CONFIG["lr"] == 0.0001
+    with pytest.raises(ValueError, match="'lambd'; did you mean 'lambda'"):
+        C.merge_configs(algo, {"lambd": 1.0})
+
+
+@pytest.mark.parametrize("key", C.ALLOW_UNKNOWN_SUBKEYS)
+def test_allowed_subkeys(key):
+    cfg = merged(**{key: {"brand_new": {"deeper": 1}}})
+    assert cfg[key]["brand_new"] == {"deeper": 1}
+
+
+def test_allowed_subkey_lists_match_reference():
+    assert set(C.ALLOW_UNKNOWN_SUBKEYS) == {
+        "tf_session_args", "local_tf_session_args", "env_config", "model", "optimizer",
+        "multiagent", "custom_resources_per_worker", "evaluation_config", "exploration_config",
+        "extra_python_environs_for_driver", "extra_python_environs_for_worker", "input_config"}
+    assert C.OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES == ["exploration_config"]
+
+
+def test_nested_merge_keeps_other_subkeys():
+    cfg = merged(model={"fcnet_hiddens": [32]}, multiagent={"count_steps_by": "agent_steps"})
+    assert cfg["model"]["fcnet_hiddens"] == [32]
+    assert cfg["model"]["fcnet_activation"] == "tanh"
+    assert cfg["multiagent"]["count_steps_by"] == "agent_steps"
+    assert cfg["multiagent"]["policy_map_capacity"] == 100
+
+
+def test_exploration_config_replaced_whole_on_type_change():
+    base = C.merge_configs(C.COMMON_CONFIG, {"exploration_config": {"type": "EpsilonGreedy",
+                                                                     "initial_epsilon": 1.0}})
+    assert base["exploration_config"] == {"type": "EpsilonGreedy", "initial_epsilon": 1.0}
+    same = C.merge_configs(base, {"exploration_config": {"type": "EpsilonGreedy", "final_epsilon": 0.1}})
+    assert same["exploration_config"] == {"type": "EpsilonGreedy", "initial_epsilon": 1.0,
+                                          "final_epsilon": 0.1}
+    other = C.merge_configs(base, {"exploration_config": {"type": "GaussianNoise", "stddev": 0.1}})
+    assert other["exploration_config"] == {"type": "GaussianNoise", "stddev": 0.1}
+    no_type = C.merge_configs(base, {"exploration_config": {"final_epsilon": 0.5}})
+    assert no_type["exploration_config"]["type"] == "EpsilonGreedy"
+
+
+def test_callbacks_dict_becomes_factory_and_legacy_fn_runs():
+    calls = []
+    user = {"callbacks": {"on_train_result": lambda info: calls.append(info["result"])}}
+    snapshot = dict(user["callbacks"])
+    cfg = C.merge_configs(C.COMMON_CONFIG, user)
+    assert isinstance(user["callbacks"], dict) and user["callbacks"] == snapshot  # not mutated
+    C.validate_config(cfg)
+    callbacks = cfg["callbacks"]()
+    assert isinstance(callbacks, DefaultCallbacks)
+    callbacks.on_train_result(trainer=None, result={"x": 1})
+    assert calls == [{"x": 1}]
+
+
+def test_callbacks_validation():
+    cfg = merged()
+    cfg["callbacks"] = None
+    C.validate_config(cfg)
+    assert cfg["callbacks"] is DefaultCallbacks
+
+    class Mine(DefaultCallbacks):
+        pass
+
+    assert validated(callbacks=Mine)["callbacks"] is Mine
+    with pytest.raises(ValueError, match=r"'callbacks': 3 is invalid; expected a DefaultCallbacks subclass"):
+        validated(callbacks=3)
+
+
+def test_merge_does_not_mutate_inputs_or_share_containers():
+    base = C.with_common_config({"extra": {"a": [1, 2]}})
+    base_copy = copy.deepcopy(base)
+    user = {"model": {"fcnet_hiddens": [64, 64]}, "env_config": {"k": [1]},
+            "exploration_config": {"type": "StochasticSampling"}, "monitor": False,
+            "input_evaluation": ("is",), "multiagent": {"policies": {"default_policy"}}}
+    user_copy = copy.deepcopy(user)
+    cfg = C.merge_configs(base, user)
+    assert base == base_copy and user == user_copy
+    cfg["model"]["fcnet_hiddens"].append(1)
+    cfg["env_config"]["k"].append(2)
+    cfg["exploration_config"]["x"] = 1
+    C.validate_config(cfg)
+    assert base == base_copy and user == user_copy
+    assert C.merge_configs(base, None) == base
+
+
+def test_deep_update_and_merge_dicts():
+    orig = {"a": 1, "b": {"c": 2}}
+    assert deep_update(orig, {"b": {"c": 3}}) is orig and orig == {"a": 1, "b": {"c": 3}}
+    assert deep_update({"a": 1}, {"n": 2}, new_keys_allowed=True) == {"a": 1, "n": 2}
+    assert deep_update({"d": {"x": 1}}, {"d": {"y": 2}}, allow_new_subkey_list=["d"]) == \
+        {"d": {"x": 1, "y": 2}}
+    # A non-dict value replaces a dict and vice versa.
+    assert deep_update({"d": {"x": 1}}, {"d": None}) == {"d": None}
+    a = {"x": {"y": 1}}
+    m = merge_dicts(a, {"x": {"z": 2}, "w": 3})
+    assert m == {"x": {"y": 1, "z": 2}, "w": 3} and a == {"x": {"y": 1}}
+
+
+# --- validation ------------------------------------------------------------------------------
+@pytest.mark.parametrize("overrides, expected", [
+    ({"num_workers": -1}, "'num_workers': -1 is invalid; expected an int >= 0"),
+    ({"num_workers": True}, "'num_workers': True is invalid; expected an int >= 0"),
+    ({"num_envs_per_worker": 0}, "'num_envs_per_worker': 0 is invalid; expected an int >= 1"),
+    ({"rollout_fragment_length": 0}, "'rollout_fragment_length': 0 is invalid; expected an int >= 1"),
+    ({"train_batch_size": 10.5}, "'train_batch_size': 10.5 is invalid; expected an int >= 1"),
+    ({"evaluation_num_episodes": 0}, "'evaluation_num_episodes': 0 is invalid; expected an int >= 1"),
+    ({"metrics_smoothing_episodes": 0}, "'metrics_smoothing_episodes': 0 is invalid; expected an int >= 1"),
+    ({"timesteps_per_iteration": -5}, "'timesteps_per_iteration': -5 is invalid; expected an int >= 0"),
+    ({"gamma": 1.5}, "'gamma': 1.5 is invalid; expected a number in [0, 1]"),
+    ({"gamma": "0.9"}, "'gamma': '0.9' is invalid; expected a number in [0, 1]"),
+    ({"lr": -0.1}, "'lr': -0.1 is invalid; expected a number >= 0"),
+    ({"lr": float("nan")}, "'lr': nan is invalid; expected a number >= 0"),
+    ({"min_iter_time_s": -1}, "'min_iter_time_s': -1 is invalid; expected a number >= 0"),
+    ({"observation_filter": "Zscore"},
+     "'observation_filter': 'Zscore' is invalid; expected one of ['NoFilter', 'MeanStdFilter'] or a callable"),
+    ({"clip_rewards": -1.0}, "'clip_rewards': -1.0 is invalid; expected None (clip for Atari only)"),
+    ({"clip_rewards": (2, 1)}, "'clip_rewards': (2, 1) is invalid"),
+    ({"clip_rewards": "yes"}, "'clip_rewards': 'yes' is invalid"),
+    ({"log_level": "verbose"},
+     "'log_level': 'verbose' is invalid; expected one of ['DEBUG', 'INFO', 'WARN', 'WARNING', 'ERROR']"),
+    ({"placement_strategy": "ANY"},
+     "'placement_strategy': 'ANY' is invalid; expected one of ['PACK', 'SPREAD', 'STRICT_PACK', 'STRICT_SPREAD']"),
+    ({"horizon": 0}, "'horizon': 0 is invalid; expected None (the env's own limit) or an int >= 1"),
+    ({"evaluation_interval": 0}, "'evaluation_interval': 0 is invalid; expected None (no evaluation) or an int >= 1"),
+    ({"seed": "abc"}, "'seed': 'abc' is invalid; expected None (unseeded) or an int >= 0"),
+    ({"batch_mode": "episodes"},
+     "'batch_mode': 'episodes' is invalid; expected one of ['truncate_episodes', 'complete_episodes']"),
+    ({"multiagent": {"count_steps_by": "steps"}},
+     "'multiagent.count_steps_by': 'steps' is invalid; expected one of ['env_steps', 'agent_steps']"),
+    ({"input_evaluation": "is"}, "'input_evaluation': 'is' is invalid; expected a list of estimator names"),
+    ({"model": {"max_seq_len": 0}}, "'model.max_seq_len': 0 is invalid; expected an int >= 1"),
+    ({"model": {"fcnet_hiddens": [64, -1]}}, "'model.fcnet_hiddens': [64, -1] is invalid; expected a list of ints > 0"),
+    ({"evaluation_config": 3}, "'evaluation_config': 3 is invalid; expected a dict (or None)"),
+    ({"framework": "tf"}, "'framework': 'tf' is not supported; rlfleet supports only \"torch\""),
+    ({"framework": "tf2"}, "rlfleet supports only \"torch\""),
+])
+def test_validation_errors(overrides, expected):
+    with pytest.raises(ValueError) as info:
+        validated(**overrides)
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("value", [None, True, False, 1.0, 5, (-2.0, 3.0), [-1, 1]])
+def test_clip_rewards_accepted(value):
+    assert validated(clip_rewards=value)["clip_rewards"] == value
+
+
+def test_valid_values_and_normalizations():
+    cfg = validated(train_batch_size=4000.0, seed=3, horizon=100, evaluation_interval=2,
+                    observation_filter="MeanStdFilter", log_level="DEBUG", input_evaluation=("is",),
+                    model=None, evaluation_config=None, env_config=None)
+    assert cfg["train_batch_size"] == 4000 and isinstance(cfg["train_batch_size"], int)
+    assert cfg["input_evaluation"] == ["is"]
+    assert cfg["model"] == {} and cfg["evaluation_config"] == {} and cfg["env_config"] == {}
+    assert callable(validated(observation_filter=lambda shape: None)["observation_filter"])
+    # Ints stay ints; whole floats from YAML/JSON become ints.
+    assert validated(num_envs_per_worker=3)["num_envs_per_worker"] == 3
+    assert validated(gamma=1)["gamma"] == 1 and validated(lr=0)["lr"] == 0
+
+
+def test_record_env_empty_string_means_default_folder(monkeypatch):
+    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "record_env")
+    assert validated(record_env="")["record_env"] is True
+
+
+@pytest.mark.parametrize("policies", [{}, None, {"default_policy"}, ["default_policy"]])
+def test_policies_default_forms(policies):
+    cfg = merged()
+    cfg["multiagent"]["policies"] = policies
+    C.validate_config(cfg)
+    assert cfg["multiagent"]["policies"] == {"default_policy": PolicySpec(None, None, None, {})}
+
+
+def test_policies_tuple_to_policyspec(monkeypatch):
+    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "multiagent.policies")
+    cfg = validated(multiagent={"policies": {"a": (None, "obs", "act", None),
+                                             "b": [None, None, None, {"lr": 1.0}],
+                                             "c": PolicySpec()},
+                                "policies_to_train": None})
+    pols = cfg["multiagent"]["policies"]
+    assert pols["a"] == PolicySpec(None, "obs", "act", {})
+    assert pols["b"].config == {"lr": 1.0} and isinstance(pols["b"], PolicySpec)
+    assert pols["c"] == PolicySpec(config={})
+    assert set(validated(multiagent={"policies": {"p1", "p2"}})["multiagent"]["policies"]) == {"p1", "p2"}
+
+
+@pytest.mark.parametrize("policies, expected", [
+    ({1: PolicySpec()}, "policy id 1 is a int; policy ids must be str"),
+    ({"a": (None, None)}, "the spec of policy 'a' is (None, None); expected a PolicySpec or a 4-tuple"),
+    ({"a": "PPO"}, "the spec of policy 'a' is 'PPO'"),
+    ({"a": PolicySpec(config=[1])}, "the config of policy 'a' is [1]; expected a dict or None"),
+    ("default_policy", "'multiagent.policies': 'default_policy' is invalid; expected a dict"),
+])
+def test_policies_errors(policies, expected):
+    cfg = merged()
+    cfg["multiagent"]["policies"] = policies
+    with pytest.raises(ValueError) as info:
+        C.validate_config(cfg)
+    assert expected in str(info.value)
+
+
+def test_eval_workers_without_interval_sets_interval(monkeypatch, caplog):
+    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "evaluation_num_workers")
+    with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
+        cfg = validated(evaluation_num_workers=2)
+    assert cfg["evaluation_interval"] == 1
+    assert "no evaluation_interval" in caplog.text
+
+
+def test_parallel_eval_without_eval_workers_is_switched_off(caplog):
+    with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
+        cfg = validated(evaluation_parallel_to_training=True, evaluation_interval=1)
+    assert cfg["evaluation_parallel_to_training"] is False
+    assert "evaluation_parallel_to_training needs evaluation_num_workers > 0" in caplog.text
+
+
+def test_tf_keys_ignored_with_one_time_notice(caplog):
+    with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
+        validated()
+        assert "TensorFlow" not in caplog.text  # defaults: no notice
+        validated(eager_tracing=True, tf_session_args={"intra_op_parallelism_threads": 4})
+        validated(eager_tracing=True, tf_session_args={"intra_op_parallelism_threads": 4})
+    notices = [r for r in caplog.records if "only applies to TensorFlow" in r.getMessage()]
+    assert sorted(r.getMessage().split("'")[1] for r in notices) == ["eager_tracing", "tf_session_args"]
+
+
+# --- deprecated keys -------------------------------------------------------------------------
+def test_deprecated_keys_table():
+    assert set(C.DEPRECATED_KEYS) == {"simple_optimizer", "monitor", "model.lstm_use_prev_action_reward"}
+
+
+def test_simple_optimizer_warns_and_is_dropped(caplog):
+    with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
+        cfg = validated(simple_optimizer=True)
+    assert "'simple_optimizer' is deprecated and ignored" in caplog.text
+    assert "simple_optimizer" not in cfg
+
+
+def test_monitor_maps_to_record_env(caplog, monkeypatch):
+    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "record_env")
+    cfg = merged(monitor=True)
+    assert cfg["monitor"] is True  # merging accepts it untouched
+    with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
+        C.validate_config(cfg)
+    assert "'monitor' is deprecated; use 'record_env' instead" in caplog.text
+    assert cfg["record_env"] is True and "monitor" not in cfg
+
+
+def test_monitor_translation_then_not_available():
+    with pytest.raises(ValueError, match="'record_env': True is not available yet"):
+        validated(monitor=True)
+
+
+def test_lstm_prev_action_reward_maps_to_both(caplog):
+    # Accepted even where model sub-keys are otherwise strict.
+    cfg = C.merge_configs(C.COMMON_CONFIG, {"model": {"lstm_use_prev_action_reward": True}},
+                          allow_unknown_subkeys=[])
+    with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
+        C.validate_config(cfg)
+    assert "'model.lstm_use_prev_action_reward' is deprecated" in caplog.text
+    assert cfg["model"]["lstm_use_prev_action"] is True
+    assert cfg["model"]["lstm_use_prev_reward"] is True
+    assert "lstm_use_prev_action_reward" not in cfg["model"]
+
+
+def test_deprecated_keys_accepted_by_strict_merge():
+    cfg = C.merge_configs(C.COMMON_CONFIG, {"simple_optimizer": False, "monitor": False})
+    assert cfg["simple_optimizer"] is False and cfg["monitor"] is False
+
+
+# --- not yet available -------------------------------------------------------------------------
+NON_DEFAULT = {
+    "num_workers": 2, "evaluation_num_workers": 1, "remote_worker_envs": True,
+    "sample_async": True, "evaluation_parallel_to_training": True,
+    "recreate_failed_workers": True, "num_gpus": 1, "num_gpus_per_worker": 0.5,
+    "custom_resources_per_worker": {"x": 1}, "_fake_gpus": True, "input": "/tmp/data",
+    "output": "logdir", "multiagent.policies": {"a": PolicySpec(), "b": PolicySpec()},
+    "multiagent.policy_mapping_fn": lambda aid, *a, **k: "a",
+    "multiagent.observation_fn": lambda **kw: None, "multiagent.policies_to_train": ["a"],
+    "model.use_lstm": True, "model.use_attention": True, "model.conv_filters": [[16, [4, 4], 2]],
+    "model.custom_preprocessor": "mine", "exploration_config.type": "EpsilonGreedy",
+    "compress_observations": True, "record_env": True, "render_env": True,
+    "env_task_fn": lambda *a: None, "fake_sampler": True, "sample_collector": object,
+    "logger_config": {"type": "x"},
+}
+
+
+def test_not_yet_available_table_is_covered():
+    assert set(NON_DEFAULT) == set(C.NOT_YET_AVAILABLE)
+    for path in C.NOT_YET_AVAILABLE:
+        assert path in C.KEY_INDEX, path
+
+
+def _set(cfg, path, value):
+    *parents, leaf = path.split(".")
+    for p in parents:
+        cfg = cfg[p]
+    cfg[leaf] = value
+
+
+@pytest.mark.parametrize("path", sorted(NON_DEFAULT))
+def test_not_yet_available_errors(path):
+    cfg = merged()
+    _set(cfg, path, NON_DEFAULT[path])
+    if path == "evaluation_parallel_to_training":  # else switched off before the check
+        cfg["evaluation_num_workers"] = 1
+    with pytest.raises(ValueError) as info:
+        C.validate_config(cfg)
+    msg = str(info.value)
+    assert f"'{path}': " in msg and "is not available yet in this version of rlfleet" in msg
+    assert C.NOT_YET_AVAILABLE[path] in msg
+    assert f"use the default {C.KEY_INDEX[path].default!r}" in msg
+
+
+def test_not_yet_available_exact_message():
+    with pytest.raises(ValueError) as info:
+        validated(num_workers=2)
+    assert str(info.value) == ("'num_workers': 2 is not available yet in this version of rlfleet "
+                               "(needs remote workers on Ray); use the default 0")
+
+
+def test_not_yet_available_lists_all_offenders_and_defaults_pass():
+    with pytest.raises(ValueError) as info:
+        C.check_available(merged(num_workers=2, sample_async=True))
+    assert "'num_workers'" in str(info.value) and "'sample_async'" in str(info.value)
+    C.check_available(merged())
+    # Offline sub-keys are inert without input/output, so they are not flagged.
+    C.check_available(merged(input_evaluation=[], shuffle_buffer_size=10,
+                             output_compress_columns=["obs"]))
+    # Only the default policy, in any form, is fine.
+    C.check_available(merged(multiagent={"policies": {"default_policy"}}))
+    C.check_available(merged(multiagent={"policies": {"default_policy": PolicySpec()}}))
+
+
+def test_removing_a_row_enables_the_feature(monkeypatch):
+    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "num_workers")
+    assert validated(num_workers=2)["num_workers"] == 2
