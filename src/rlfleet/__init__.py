@@ -1,0 +1,43 @@
+"""rlfleet: train reinforcement-learning policies at any scale with one config.
+
+`import rlfleet` stays light: trainers and torch load when first asked for.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Trainer": ("rlfleet.trainer", "Trainer"),
+    "get_trainer_class": ("rlfleet.algorithms.registry", "get_trainer_class"),
+    "list_algorithms": ("rlfleet.algorithms.registry", "list_algorithms"),
+    "register_env": ("rlfleet.env.registry", "register_env"),
+    "EnvContext": ("rlfleet.env.env_context", "EnvContext"),
+    "DefaultCallbacks": ("rlfleet.callbacks", "DefaultCallbacks"),
+    "COMMON_CONFIG": ("rlfleet.config", "COMMON_CONFIG"),
+    "MODEL_DEFAULTS": ("rlfleet.config", "MODEL_DEFAULTS"),
+    "with_common_config": ("rlfleet.config", "with_common_config"),
+    "ModelCatalog": ("rlfleet.models.catalog", "ModelCatalog"),
+    "TorchModel": ("rlfleet.models.torch_model", "TorchModel"),
+    "Policy": ("rlfleet.policy.policy", "Policy"),
+    "TorchPolicy": ("rlfleet.policy.torch_policy", "TorchPolicy"),
+    "SampleBatch": ("rlfleet.policy.sample_batch", "SampleBatch"),
+    "MultiAgentBatch": ("rlfleet.policy.sample_batch", "MultiAgentBatch"),
+    "PolicySpec": ("rlfleet.policy.policy_spec", "PolicySpec"),
+    "RolloutWorker": ("rlfleet.rollout.rollout_worker", "RolloutWorker"),
+    "WorkerSet": ("rlfleet.rollout.worker_set", "WorkerSet"),
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rlfleet' has no attribute {name!r}")

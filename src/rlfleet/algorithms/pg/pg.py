@@ -1,0 +1,59 @@
+"""Vanilla policy gradient (REINFORCE with discounted returns, Williams 1992)."""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import torch
+
+from rlfleet.algorithms.sampling import synchronous_parallel_sample
+from rlfleet.config import DEFAULT_POLICY_ID, with_common_config
+from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.policy.torch_policy import TorchPolicy
+from rlfleet.rollout.postprocessing import compute_advantages
+from rlfleet.trainer import Trainer
+
+SB = SampleBatch
+
+DEFAULT_CONFIG = with_common_config({
+    "num_workers": 0,
+    "lr": 0.0004,
+})
+
+
+def pg_loss(policy, model, dist_class, batch: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    """-E[log pi(a|s) * return]: the score-function estimator."""
+    logits, _ = model({SB.OBS: batch[SB.OBS]}, [], None)
+    dist = dist_class(logits, model)
+    loss = -(dist.logp(batch[SB.ACTIONS]) * batch[SB.ADVANTAGES]).mean()
+    loss = model.custom_loss(loss, batch)
+    return loss, {"policy_loss": loss.detach()}
+
+
+class PGTorchPolicy(TorchPolicy):
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES)
+
+    def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+        # The reference's PG has no critic, so it never bootstraps.
+        zeros = torch.zeros(sample_batch.count).numpy()
+        return compute_advantages(sample_batch, zeros, self.config["gamma"], use_gae=False, use_critic=False)
+
+    def loss(self, model, dist_class, train_batch):
+        return pg_loss(self, model, dist_class, train_batch)
+
+
+class PGTrainer(Trainer):
+    """Policy gradient: one gradient step per train batch."""
+
+    _name = "PG"
+    _default_config = DEFAULT_CONFIG
+    _policy_class = PGTorchPolicy
+
+    def training_step(self) -> Dict[str, Any]:
+        batch = synchronous_parallel_sample(self.workers, self.config["train_batch_size"])
+        self.counters["num_env_steps_sampled"] += batch.count
+        self.counters["num_agent_steps_sampled"] += batch.count
+        info = self.get_policy().learn_on_batch(batch)
+        self.counters["num_env_steps_trained"] += batch.count
+        self.counters["num_agent_steps_trained"] += batch.count
+        self.workers.sync_weights(global_vars=self._global_vars())
+        return {DEFAULT_POLICY_ID: info}

@@ -1,0 +1,60 @@
+"""The model interface every policy network implements (the reference's ModelV2 shape).
+
+A custom model subclasses `TorchModel` and implements `forward` and `value_function`;
+register it with `ModelCatalog.register_custom_model(name, cls)` and select it with
+`config["model"]["custom_model"] = name`.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+
+class TorchModel(nn.Module):
+    """Base class for policy models.
+
+    Args:
+        obs_space: the (preprocessed, flat) observation space the model sees.
+        action_space: the policy's action space.
+        num_outputs: size of the action-distribution input the model must produce.
+        model_config: the `model` sub-config.
+        name: a name for the model.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int,
+        model_config: dict,
+        name: str,
+    ):
+        super().__init__()
+        self.obs_space = obs_space
+        self.action_space = action_space
+        self.num_outputs = num_outputs
+        self.model_config = model_config
+        self.name = name
+
+    def forward(
+        self, input_dict: Dict[str, torch.Tensor], state: List[torch.Tensor], seq_lens: Optional[torch.Tensor]
+    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        """Returns the action-distribution inputs `[B, num_outputs]` and the new state."""
+        raise NotImplementedError  # abstract
+
+    def value_function(self) -> torch.Tensor:
+        """Returns `[B]` state values for the last `forward` call."""
+        raise NotImplementedError  # abstract
+
+    def get_initial_state(self) -> List[torch.Tensor]:
+        return []
+
+    def custom_loss(self, policy_loss: torch.Tensor, loss_inputs) -> torch.Tensor:
+        """Override to add a model-specific term to the policy's loss."""
+        return policy_loss
+
+    def metrics(self) -> Dict[str, float]:
+        return {}

@@ -1,0 +1,202 @@
+"""TorchPolicy: a Policy whose model, loss and optimizer are PyTorch.
+
+An algorithm subclasses it and implements `loss(model, dist_class, train_batch)`; acting,
+batching to tensors, minibatch SGD and weight handling live here once.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from rlfleet.exploration.stochastic_sampling import make_exploration
+from rlfleet.models.catalog import ModelCatalog
+from rlfleet.policy.policy import Policy
+from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.utils.schedules import make_schedule
+
+
+def derive_seed(*parts) -> int:
+    """A stable 63-bit seed from `parts` (e.g. config seed, worker index, policy id)."""
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+class TorchPolicy(Policy):
+    """Policy with a torch model from the ModelCatalog and an Adam optimizer.
+
+    Subclasses set `loss_columns` (the batch columns the loss reads) and implement `loss`.
+    """
+
+    loss_columns: Sequence[str] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+
+    def __init__(self, observation_space, action_space, config: dict, *, policy_id: str = "default_policy"):
+        super().__init__(observation_space, action_space, config)
+        self.policy_id = policy_id
+        seed = config.get("seed")
+        base = derive_seed(seed, config.get("worker_index", 0), policy_id) if seed is not None else None
+        self.generator = torch.Generator()
+        self.generator.manual_seed(base if base is not None else torch.seed())
+        self.np_random = np.random.default_rng(base)
+        self.device = torch.device("cpu")
+
+        self.dist_class, num_outputs = ModelCatalog.get_action_dist(action_space, config["model"])
+        # Model init draws from torch's global RNG; fork it so that seeding here never
+        # disturbs (or depends on) anybody else's draws.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.generator.initial_seed()) & 0xFFFFFFFF)
+            self.model = ModelCatalog.get_model(
+                observation_space, action_space, num_outputs, config["model"], name=f"{policy_id}_model"
+            )
+        self.model.to(self.device)
+        self.exploration = make_exploration(config, action_space)
+        self.lr_schedule = make_schedule(config["lr"], config.get("lr_schedule"), "lr_schedule")
+        self.cur_lr = self.lr_schedule(0)
+        self.optimizer = self.make_optimizer()
+        callbacks_factory = config.get("callbacks")
+        self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
+        self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        extra = dict(self.config.get("optimizer") or {})
+        return torch.optim.Adam(self.model.parameters(), lr=self.cur_lr, **extra)
+
+    # --- acting ------------------------------------------------------------------
+    def compute_actions(
+        self,
+        obs_batch,
+        state_batches=None,
+        prev_action_batch=None,
+        prev_reward_batch=None,
+        info_batch=None,
+        episodes=None,
+        explore=None,
+        timestep=None,
+        **kwargs,
+    ) -> Tuple[np.ndarray, List[np.ndarray], Dict[str, np.ndarray]]:
+        explore = self.config.get("explore", True) if explore is None else explore
+        timestep = self.global_timestep if timestep is None else timestep
+        obs = torch.as_tensor(np.asarray(obs_batch, dtype=np.float32))
+        with torch.inference_mode():
+            dist_inputs, state_out = self.model({SampleBatch.OBS: obs}, list(state_batches or []), None)
+            dist = self.dist_class(dist_inputs, self.model)
+            actions, logp = self.exploration.get_exploration_action(dist, explore, timestep, self.generator)
+            extra = {
+                SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
+                SampleBatch.ACTION_LOGP: logp.numpy(),
+                SampleBatch.ACTION_PROB: torch.exp(logp).numpy(),
+            }
+            extra.update(self.extra_action_out(self.model))
+        return actions.numpy(), [s.numpy() for s in state_out], extra
+
+    def extra_action_out(self, model) -> Dict[str, np.ndarray]:
+        """Extra columns recorded at acting time (e.g. value predictions)."""
+        return {}
+
+    def compute_values(self, obs: np.ndarray) -> np.ndarray:
+        """State values for a batch of (filtered) observations."""
+        if len(obs) == 0:
+            return np.zeros(0, np.float32)
+        with torch.inference_mode():
+            self.model({SampleBatch.OBS: torch.as_tensor(np.asarray(obs, dtype=np.float32))}, [], None)
+            return self.model.value_function().numpy()
+
+    # --- learning ----------------------------------------------------------------
+    def loss(self, model, dist_class, train_batch: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """The algorithm's loss on a dict of tensors; returns `(loss, stats)`."""
+        raise NotImplementedError  # abstract
+
+    def to_tensors(self, batch: SampleBatch) -> Dict[str, torch.Tensor]:
+        """The loss columns of `batch` as tensors, converted once per train batch."""
+        missing = [c for c in self.loss_columns if c not in batch]
+        if missing:
+            raise ValueError(
+                f"{type(self).__name__} needs batch columns {missing}; got {sorted(batch.keys())}"
+            )
+        return {c: torch.as_tensor(batch[c]).to(self.device) for c in self.loss_columns}
+
+    def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        loss, stats = self.loss(self.model, self.dist_class, tensors)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_clip = self.config.get("grad_clip")
+        if grad_clip is not None:
+            stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(self.model.parameters(), grad_clip)
+        self.optimizer.step()
+        return {k: v.detach() if torch.is_tensor(v) else torch.as_tensor(v) for k, v in stats.items()}
+
+    def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
+        """One gradient step on the whole of `samples`."""
+        result: Dict[str, Any] = {}
+        if self._learn_hook:
+            self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
+        stats = self._step(self.to_tensors(samples))
+        result["learner_stats"] = {k: float(v) for k, v in stats.items()}
+        result["learner_stats"]["cur_lr"] = self.cur_lr
+        return result
+
+    def multi_epoch_sgd(
+        self, samples: SampleBatch, num_sgd_iter: int, minibatch_size: int, shuffle: bool = True
+    ) -> Dict[str, Any]:
+        """`num_sgd_iter` passes of minibatch SGD over `samples`, tensors built once.
+
+        Returns `{"learner_stats": mean of each stat over the last pass}`.
+        """
+        result: Dict[str, Any] = {}
+        if self._learn_hook:
+            self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
+        tensors = self.to_tensors(samples)
+        n = samples.count
+        minibatch_size = max(1, min(int(minibatch_size), n))
+        last_pass: List[Dict[str, torch.Tensor]] = []
+        for _ in range(int(num_sgd_iter)):
+            order = torch.from_numpy(self.np_random.permutation(n)) if shuffle else torch.arange(n)
+            last_pass = []
+            # Drop a ragged tail smaller than half a minibatch: its gradient is mostly noise.
+            for start in range(0, n, minibatch_size):
+                idx = order[start:start + minibatch_size]
+                if len(idx) < minibatch_size // 2 and start > 0:
+                    continue
+                last_pass.append(self._step({k: v[idx] for k, v in tensors.items()}))
+        stats = {k: float(torch.stack([s[k] for s in last_pass]).float().mean()) for k in last_pass[0]}
+        stats["cur_lr"] = self.cur_lr
+        result["learner_stats"] = stats
+        return result
+
+    def on_global_var_update(self, global_vars: Dict[str, Any]) -> None:
+        super().on_global_var_update(global_vars)
+        lr = self.lr_schedule(self.global_timestep)
+        if lr != self.cur_lr:
+            self.cur_lr = lr
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+
+    # --- state -------------------------------------------------------------------
+    def get_weights(self) -> Dict[str, np.ndarray]:
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+
+    def set_weights(self, weights: Dict[str, np.ndarray]) -> None:
+        own = self.model.state_dict()
+        unknown = sorted(set(weights) - set(own))
+        missing = sorted(set(own) - set(weights))
+        if unknown or missing:
+            raise ValueError(f"weights do not match the model: missing {missing}, unexpected {unknown}")
+        for name, value in weights.items():
+            if tuple(np.shape(value)) != tuple(own[name].shape):
+                raise ValueError(
+                    f"weight {name!r} has shape {tuple(np.shape(value))}, the model expects {tuple(own[name].shape)}"
+                )
+        self.model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
+
+    def get_state(self) -> Dict[str, Any]:
+        state = super().get_state()
+        state["exploration"] = self.exploration.get_state()
+        return state
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        if "exploration" in state:
+            self.exploration.set_state(state["exploration"])
+        self.on_global_var_update({"timestep": self.global_timestep})

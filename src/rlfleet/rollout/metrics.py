@@ -1,0 +1,62 @@
+"""Turns finished-episode records into the result dict's episode statistics."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, Iterable, List, Sequence
+
+import numpy as np
+
+from rlfleet.rollout.episode import RolloutMetrics
+
+
+def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | None = None) -> Dict:
+    """Statistics over `episodes` (the smoothing window).
+
+    Args:
+        episodes: finished episodes to aggregate.
+        new_episodes: how many of them finished this iteration (default: all).
+
+    Returns:
+        `episode_reward_mean/min/max`, `episode_len_mean`, `episodes_this_iter`,
+        `custom_metrics` (`<name>_mean/_min/_max`), `hist_stats`, `episode_media`.
+        Means are NaN when there is no episode yet.
+    """
+    rewards = np.array([e.episode_reward for e in episodes], dtype=np.float64)
+    lengths = np.array([e.episode_length for e in episodes], dtype=np.float64)
+    custom: Dict[str, List[float]] = defaultdict(list)
+    hist: Dict[str, List[float]] = {"episode_reward": rewards.tolist(), "episode_lengths": lengths.astype(int).tolist()}
+    media: Dict[str, list] = defaultdict(list)
+    for e in episodes:
+        for name, value in e.custom_metrics.items():
+            custom[name].append(value)
+        for name, values in e.hist_data.items():
+            hist.setdefault(name, []).extend(values)
+        for name, value in e.media.items():
+            media[name].append(value)
+    custom_stats = {}
+    for name, values in custom.items():
+        arr = np.asarray(values, dtype=np.float64)
+        finite = arr[np.isfinite(arr)]
+        custom_stats[f"{name}_mean"] = float(np.mean(finite)) if len(finite) else float("nan")
+        custom_stats[f"{name}_min"] = float(np.min(finite)) if len(finite) else float("nan")
+        custom_stats[f"{name}_max"] = float(np.max(finite)) if len(finite) else float("nan")
+    has = len(rewards) > 0
+    return {
+        "episode_reward_max": float(rewards.max()) if has else float("nan"),
+        "episode_reward_min": float(rewards.min()) if has else float("nan"),
+        "episode_reward_mean": float(rewards.mean()) if has else float("nan"),
+        "episode_len_mean": float(lengths.mean()) if has else float("nan"),
+        "episodes_this_iter": len(episodes) if new_episodes is None else int(new_episodes),
+        "custom_metrics": custom_stats,
+        "hist_stats": hist,
+        "episode_media": dict(media),
+    }
+
+
+def merge_perf(perfs: Iterable[Dict[str, float]]) -> Dict[str, float]:
+    """Averages the workers' sampler timing stats key by key."""
+    acc: Dict[str, List[float]] = defaultdict(list)
+    for perf in perfs:
+        for k, v in perf.items():
+            acc[k].append(v)
+    return {k: float(np.mean(v)) for k, v in acc.items()}

@@ -1,0 +1,335 @@
+"""Trainer: builds the workers from one config and runs train() / evaluate() iterations.
+
+An algorithm subclasses `Trainer`, sets `_name`, `_default_config` and `_policy_class`,
+and writes `training_step()` as straight-line code (sample, learn, sync).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+from collections import deque
+from datetime import datetime
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from rlfleet.config import (
+    ALLOW_UNKNOWN_SUBKEYS,
+    COMMON_CONFIG,
+    DEFAULT_POLICY_ID,
+    OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES,
+    merge_configs,
+    validate_config,
+)
+from rlfleet.env.registry import resolve_env
+from rlfleet.logger import UnifiedLogger, make_logdir
+from rlfleet.rollout.metrics import merge_perf, summarize_episodes
+from rlfleet.rollout.worker_set import WorkerSet
+from rlfleet.utils.deep_update import merge_dicts
+
+logger = logging.getLogger(__name__)
+
+
+def _sys_usage() -> Dict[str, float]:
+    try:
+        import psutil
+    except ImportError:  # optional: `perf` is simply left out
+        return {}
+    return {"cpu_util_percent": psutil.cpu_percent(), "ram_util_percent": psutil.virtual_memory().percent}
+
+
+class Trainer:
+    """Coordinates sampling and learning for one algorithm.
+
+    Args:
+        config: partial config; merged over the algorithm's `DEFAULT_CONFIG`.
+        env: the env (registered name, Gymnasium id, class path or class); overrides
+            `config["env"]`.
+        logger_creator: `config -> logger` with `on_result(result)` and `close()`;
+            default writes params.json, result.json and progress.csv under `logdir`.
+        logdir: the results folder (default: a new folder under `~/rlfleet_results`).
+    """
+
+    _name = "Trainer"
+    _default_config: dict = COMMON_CONFIG
+    _policy_class: Optional[type] = None
+    _allow_unknown_configs = False
+    _allow_unknown_subkeys = ALLOW_UNKNOWN_SUBKEYS
+    _override_all_subkeys_if_type_changes = OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES
+
+    def __init__(
+        self,
+        config: Optional[dict] = None,
+        env: Any = None,
+        logger_creator: Optional[Callable[[dict], Any]] = None,
+        *,
+        logdir: Optional[str] = None,
+    ):
+        config = dict(config or {})
+        self._env_id, self.env_creator = resolve_env(env if env is not None else config.get("env"))
+        if self._env_id is not None:
+            config["env"] = self._env_id
+        self.raw_user_config = config
+        self.config = self.merge_trainer_configs(self._default_config, config, self._allow_unknown_configs)
+        self._validate_config(self.config, trainer_obj_or_none=self)
+        if self._policy_class is None:
+            raise TypeError(f"{type(self).__name__} must set `_policy_class`")
+
+        for key, value in (self.config.get("extra_python_environs_for_driver") or {}).items():
+            os.environ[str(key)] = str(value)
+        if self.config.get("log_level"):
+            logging.getLogger("rlfleet").setLevel(self.config["log_level"].replace("WARN", "WARNING").replace("WARNINGING", "WARNING"))
+        self.callbacks = self.config["callbacks"]()
+
+        self.iteration = 0
+        self._time_total = 0.0
+        self._episodes_total = 0
+        self.counters: Dict[str, int] = {
+            "num_env_steps_sampled": 0,
+            "num_env_steps_trained": 0,
+            "num_agent_steps_sampled": 0,
+            "num_agent_steps_trained": 0,
+        }
+        self._episode_history: deque = deque(maxlen=int(self.config["metrics_smoothing_episodes"]))
+
+        self.logdir = logdir or make_logdir(self._name, self._env_id)
+        os.makedirs(self.logdir, exist_ok=True)
+        self._result_logger = (logger_creator or (lambda cfg: UnifiedLogger(cfg, self.logdir)))(self.config)
+
+        self.workers = self._make_workers(
+            env_creator=self.env_creator, policy_class=self._policy_class,
+            config=self.config, num_workers=self.config["num_workers"],
+        )
+        self.evaluation_workers: Optional[WorkerSet] = None
+        if self.config.get("evaluation_interval"):
+            self.evaluation_workers = self._make_evaluation_workers()
+        self.setup(self.config)
+        self.callbacks.on_trainer_init(trainer=self)
+
+    # --- config ------------------------------------------------------------------
+    @classmethod
+    def merge_trainer_configs(cls, config1: dict, config2: Optional[dict],
+                              _allow_unknown_configs: Optional[bool] = None) -> dict:
+        """`config1` deep-updated with `config2` under the reference's rules (see config.py)."""
+        if _allow_unknown_configs is None:
+            _allow_unknown_configs = cls._allow_unknown_configs
+        return merge_configs(config1, config2, _allow_unknown_configs, cls._allow_unknown_subkeys,
+                             cls._override_all_subkeys_if_type_changes)
+
+    @staticmethod
+    def _validate_config(config: dict, trainer_obj_or_none: Optional["Trainer"] = None) -> None:
+        """Validates and normalises `config` in place; subclasses add their own checks."""
+        validate_config(config)
+        if trainer_obj_or_none is not None:
+            trainer_obj_or_none.validate_algorithm_config(config)
+
+    def validate_algorithm_config(self, config: dict) -> None:
+        """Algorithm-specific value checks; raise ValueError naming key, value and fix."""
+
+    def setup(self, config: dict) -> None:
+        """Algorithm-specific initialisation after the workers exist."""
+
+    def _make_workers(self, *, env_creator, policy_class, config, num_workers) -> WorkerSet:
+        return WorkerSet(env_creator=env_creator, policy_class=policy_class, trainer_config=config,
+                         num_workers=num_workers, logdir=self.logdir)
+
+    def _make_evaluation_workers(self) -> WorkerSet:
+        extra = copy.deepcopy(self.config["evaluation_config"])
+        if extra.get("in_evaluation") is False:
+            raise ValueError("`evaluation_config.in_evaluation` cannot be False: evaluation workers always run "
+                             "with in_evaluation=True")
+        eval_config = merge_dicts(self.config, extra)
+        validate_config(eval_config)
+        # Evaluation always runs whole episodes.
+        eval_config.update({"batch_mode": "complete_episodes", "in_evaluation": True})
+        return self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class,
+                                  config=eval_config, num_workers=self.config["evaluation_num_workers"])
+
+    # --- the loop ----------------------------------------------------------------
+    def training_step(self) -> Dict[str, Any]:
+        """One round of sampling and learning; returns the learner info per policy."""
+        raise NotImplementedError  # abstract
+
+    def train(self) -> Dict[str, Any]:
+        """Runs training steps for one iteration (at least `min_iter_time_s` seconds and
+        `timesteps_per_iteration` env steps) and returns the result dict."""
+        start = time.time()
+        sampled_before = self.counters["num_env_steps_sampled"]
+        min_time = float(self.config.get("min_iter_time_s") or 0)
+        min_steps = int(self.config.get("timesteps_per_iteration") or 0)
+        while True:
+            learner_info = self.training_step()
+            steps = self.counters["num_env_steps_sampled"] - sampled_before
+            if time.time() - start >= min_time and steps >= min_steps:
+                break
+        self.iteration += 1
+        result = self._compile_result(learner_info, steps)
+        interval = self.config.get("evaluation_interval")
+        if interval and self.iteration % interval == 0:
+            result.update(self.evaluate())
+        took = time.time() - start
+        self._time_total += took
+        result["time_this_iter_s"] = took
+        result["time_total_s"] = self._time_total
+        self.callbacks.on_train_result(trainer=self, result=result)
+        self._result_logger.on_result(result)
+        return result
+
+    def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
+        local = self.workers.local_worker()
+        new_episodes = local.get_metrics()
+        self._episodes_total += len(new_episodes)
+        self._episode_history.extend(new_episodes)
+        result = summarize_episodes(list(self._episode_history), new_episodes=len(new_episodes))
+        now = datetime.now()
+        result.update(
+            episodes_total=self._episodes_total,
+            timesteps_total=self.counters["num_env_steps_sampled"],
+            timesteps_this_iter=steps_this_iter,
+            agent_timesteps_total=self.counters["num_agent_steps_sampled"],
+            training_iteration=self.iteration,
+            num_healthy_workers=self.workers.num_remote_workers(),
+            info={"learner": learner_info, **self.counters},
+            sampler_perf=merge_perf([local.perf_stats()]),
+            date=now.strftime("%Y-%m-%d_%H-%M-%S"),
+            timestamp=int(now.timestamp()),
+            done=False,
+            pid=os.getpid(),
+            **dict(self.counters),
+        )
+        if self.config.get("log_sys_usage"):
+            perf = _sys_usage()
+            if perf:
+                result["perf"] = perf
+        return result
+
+    def evaluate(self) -> Dict[str, Any]:
+        """Runs `evaluation_num_episodes` episodes under `evaluation_config` with the
+        current weights and filters; returns `{"evaluation": metrics}`."""
+        if self.evaluation_workers is None:
+            self.evaluation_workers = self._make_evaluation_workers()
+        local = self.workers.local_worker()
+        for worker in self.evaluation_workers.foreach_worker(lambda w: w):
+            worker.set_weights(local.get_weights())
+            worker.sync_filters(local.get_filters())
+        if self.config.get("custom_eval_function"):
+            metrics = self.config["custom_eval_function"](self, self.evaluation_workers)
+            if not metrics or not isinstance(metrics, dict):
+                raise ValueError(f"`custom_eval_function` must return a non-empty dict of metrics, got {metrics!r}")
+            return {"evaluation": metrics}
+        eval_worker = self.evaluation_workers.local_worker()
+        episodes = eval_worker.sample_episodes(int(self.config["evaluation_num_episodes"]))
+        eval_worker.get_metrics()  # drop: they are `episodes` already
+        return {"evaluation": summarize_episodes(episodes)}
+
+    # --- acting ------------------------------------------------------------------
+    def compute_single_action(
+        self,
+        observation,
+        state: Optional[List[Any]] = None,
+        prev_action=None,
+        prev_reward: Optional[float] = None,
+        info: Optional[dict] = None,
+        policy_id: str = DEFAULT_POLICY_ID,
+        full_fetch: bool = False,
+        explore: Optional[bool] = None,
+        unsquash_actions: Optional[bool] = None,
+        clip_actions: Optional[bool] = None,
+    ):
+        """The action for one raw env observation (preprocessed and filtered as in sampling).
+
+        Returns:
+            The action; or `(action, state_out, extra_fetches)` when `state` is given or
+            `full_fetch` is True.
+        """
+        worker = self.workers.local_worker()
+        if policy_id not in worker.policy_map:
+            raise KeyError(f"No policy {policy_id!r}; known: {sorted(worker.policy_map)}")
+        pp = worker.preprocessors[policy_id]
+        pp.check(observation)
+        filtered = worker.filters[policy_id](pp.transform(observation), update=False)
+        result = self.get_policy(policy_id).compute_single_action(
+            filtered, state or [], prev_action, prev_reward, info,
+            explore=explore, unsquash_actions=unsquash_actions, clip_actions=clip_actions,
+        )
+        return result if (state or full_fetch) else result[0]
+
+    def compute_action(self, *args, **kwargs):
+        """Deprecated name of `compute_single_action`."""
+        logger.warning("compute_action is deprecated; use compute_single_action")
+        return self.compute_single_action(*args, **kwargs)
+
+    def compute_actions(
+        self,
+        observations: Dict[Any, Any],
+        state: Optional[Dict[Any, List[Any]]] = None,
+        prev_action=None,
+        prev_reward=None,
+        info=None,
+        policy_id: str = DEFAULT_POLICY_ID,
+        full_fetch: bool = False,
+        explore: Optional[bool] = None,
+        normalize_actions: Optional[bool] = None,
+        clip_actions: Optional[bool] = None,
+    ):
+        """Actions for a dict `{key: raw observation}` in one batched forward pass.
+
+        Returns:
+            `{key: action}`; or `(actions, states, extra_fetches)` when `state` is given
+            or `full_fetch` is True.
+        """
+        from rlfleet.utils.spaces import clip_action, unsquash_action
+
+        worker = self.workers.local_worker()
+        policy = self.get_policy(policy_id)
+        pp, filt = worker.preprocessors[policy_id], worker.filters[policy_id]
+        keys = list(observations)
+        obs_batch = np.stack([filt(pp.transform(observations[k]), update=False) for k in keys])
+        state_batches: List[np.ndarray] = []
+        if state is not None:
+            per_key = [state.get(k, policy.get_initial_state()) for k in keys]
+            state_batches = [np.stack(s) for s in zip(*per_key)]
+        actions, states_out, extra = policy.compute_actions(obs_batch, state_batches, prev_action, prev_reward, info,
+                                                            explore=explore)
+        if normalize_actions is None:
+            normalize_actions = self.config["normalize_actions"]
+        if clip_actions is None:
+            clip_actions = self.config["clip_actions"]
+        if normalize_actions:
+            actions = unsquash_action(actions, policy.action_space)
+        elif clip_actions:
+            actions = clip_action(actions, policy.action_space)
+        out = {k: actions[i] for i, k in enumerate(keys)}
+        if state is not None or full_fetch:
+            states = {k: [s[i] for s in states_out] for i, k in enumerate(keys)}
+            return out, states, extra
+        return out
+
+    # --- policies and weights ------------------------------------------------------
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID):
+        return self.workers.local_worker().get_policy(policy_id)
+
+    def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
+        return self.workers.local_worker().get_weights(policies)
+
+    def set_weights(self, weights: Dict[str, dict]) -> None:
+        self.workers.local_worker().set_weights(weights)
+        self.workers.sync_weights()
+
+    def _global_vars(self) -> Dict[str, Any]:
+        return {"timestep": self.counters["num_env_steps_sampled"]}
+
+    # --- lifecycle ---------------------------------------------------------------
+    def stop(self) -> None:
+        """Closes envs, workers and log files."""
+        self.workers.stop()
+        if self.evaluation_workers is not None:
+            self.evaluation_workers.stop()
+        if self._result_logger is not None:
+            self._result_logger.close()
+            self._result_logger = None
+
+    def __repr__(self) -> str:
+        return self._name
