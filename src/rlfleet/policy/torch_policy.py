@@ -13,6 +13,7 @@ import torch
 
 from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
+from rlfleet.policy.fast_inference import NumpyMLPInference, sample_numpy, supports_fast_path
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.utils.schedules import make_schedule
@@ -31,6 +32,8 @@ class TorchPolicy(Policy):
     """
 
     loss_columns: Sequence[str] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+    # Whether acting records value predictions (`vf_preds`) for the loss.
+    records_values: bool = False
 
     def __init__(self, observation_space, action_space, config: dict, *, policy_id: str = "default_policy"):
         super().__init__(observation_space, action_space, config)
@@ -58,6 +61,9 @@ class TorchPolicy(Policy):
         callbacks_factory = config.get("callbacks")
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
+        self._fast_ok = supports_fast_path(self)
+        self._fast: Optional[NumpyMLPInference] = None
+        self._fast_key: Optional[tuple] = None
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         extra = dict(self.config.get("optimizer") or {})
@@ -78,7 +84,10 @@ class TorchPolicy(Policy):
     ) -> Tuple[np.ndarray, List[np.ndarray], Dict[str, np.ndarray]]:
         explore = self.config.get("explore", True) if explore is None else explore
         timestep = self.global_timestep if timestep is None else timestep
-        obs = torch.as_tensor(np.asarray(obs_batch, dtype=np.float32))
+        obs_np = np.asarray(obs_batch, dtype=np.float32)
+        if self._fast_ok and not state_batches and timestep >= self.exploration.random_timesteps:
+            return self._compute_actions_numpy(obs_np, explore, timestep)
+        obs = torch.as_tensor(obs_np)
         with torch.inference_mode():
             dist_inputs, state_out = self.model({SampleBatch.OBS: obs}, list(state_batches or []), None)
             dist = self.dist_class(dist_inputs, self.model)
@@ -88,12 +97,31 @@ class TorchPolicy(Policy):
                 SampleBatch.ACTION_LOGP: logp.numpy(),
                 SampleBatch.ACTION_PROB: torch.exp(logp).numpy(),
             }
-            extra.update(self.extra_action_out(self.model))
+            if self.records_values:
+                extra[SampleBatch.VF_PREDS] = self.model.value_function().numpy()
         return actions.numpy(), [s.numpy() for s in state_out], extra
 
-    def extra_action_out(self, model) -> Dict[str, np.ndarray]:
-        """Extra columns recorded at acting time (e.g. value predictions)."""
-        return {}
+    def _compute_actions_numpy(self, obs: np.ndarray, explore: bool, timestep: int):
+        # Same distribution as the torch path, a fraction of the dispatch cost (see
+        # fast_inference.py). Parameter versions tell when the snapshot went stale.
+        key = tuple(p._version for p in self.model.parameters())
+        if self._fast is None or key != self._fast_key:
+            self._fast = NumpyMLPInference(self.model)
+            self._fast_key = key
+            if not self._fast.ok:
+                self._fast_ok = False
+                return self.compute_actions(obs, explore=explore, timestep=timestep)
+        self.exploration.last_timestep = timestep
+        dist_inputs, values = self._fast(obs)
+        actions, logp = sample_numpy(self.dist_class, dist_inputs, explore, self.np_random)
+        extra = {
+            SampleBatch.ACTION_DIST_INPUTS: dist_inputs,
+            SampleBatch.ACTION_LOGP: logp,
+            SampleBatch.ACTION_PROB: np.exp(logp),
+        }
+        if self.records_values:
+            extra[SampleBatch.VF_PREDS] = values
+        return actions, [], extra
 
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """State values for a batch of (filtered) observations."""

@@ -68,14 +68,12 @@ class PPOTorchPolicy(TorchPolicy):
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         super().__init__(observation_space, action_space, config, **kwargs)
+        self.records_values = bool(config["use_critic"])
         self.kl_coeff = float(config["kl_coeff"])
         self.kl_target = float(config["kl_target"])
         self.entropy_schedule = make_schedule(config["entropy_coeff"], config.get("entropy_coeff_schedule"),
                                               "entropy_coeff_schedule")
         self.entropy_coeff = self.entropy_schedule(0)
-
-    def extra_action_out(self, model) -> Dict[str, np.ndarray]:
-        return {SB.VF_PREDS: model.value_function().numpy()} if self.config["use_critic"] else {}
 
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         cfg = self.config
