@@ -80,7 +80,8 @@ class Trainer:
         for key, value in (self.config.get("extra_python_environs_for_driver") or {}).items():
             os.environ[str(key)] = str(value)
         if self.config.get("log_level"):
-            logging.getLogger("rlfleet").setLevel(self.config["log_level"].replace("WARN", "WARNING").replace("WARNINGING", "WARNING"))
+            level = self.config["log_level"]
+            logging.getLogger("rlfleet").setLevel("WARNING" if level == "WARN" else level)
         self.callbacks = self.config["callbacks"]()
 
         self.iteration = 0
