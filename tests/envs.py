@@ -43,9 +43,8 @@ class ScriptedEnv(gym.Env):
         end: "terminated" (default) or "truncated": how the last step reports the end.
         rewards: reward of step t (1-based) is rewards[(t - 1) % len(rewards)]
             (default [1.0]).
-        reward_is_episode_index: if True, every step pays the number of resets so far
-            (1 in the first episode, 2 in the second, ...), scaled by 1/episode_len so that
-            episode k returns exactly k.
+        reward_is_episode_index: if True, the last step of episode k pays k (the number
+            of resets so far) and other steps pay 0, so episode k returns exactly k.
 
     Observation: [t, episode_index] (float32), t = steps taken in this episode.
     """
@@ -74,11 +73,11 @@ class ScriptedEnv(gym.Env):
 
     def step(self, action):
         self._t += 1
+        last = self._t >= self.episode_len
         if self.reward_is_episode_index:
-            reward = self.num_resets / self.episode_len
+            reward = float(self.num_resets) if last else 0.0
         else:
             reward = self.rewards[(self._t - 1) % len(self.rewards)]
-        last = self._t >= self.episode_len
         terminated = last and self.end == "terminated"
         truncated = last and self.end == "truncated"
         return self._obs(), reward, terminated, truncated, {"t": self._t}
