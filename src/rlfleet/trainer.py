@@ -281,7 +281,7 @@ class Trainer:
             `{key: action}`; or `(actions, states, extra_fetches)` when `state` is given
             or `full_fetch` is True.
         """
-        from rlfleet.utils.spaces import clip_action, unsquash_action
+        from rlfleet.utils.spaces import env_actions
 
         worker = self.workers.local_worker()
         policy = self.get_policy(policy_id)
@@ -298,10 +298,7 @@ class Trainer:
             normalize_actions = self.config["normalize_actions"]
         if clip_actions is None:
             clip_actions = self.config["clip_actions"]
-        if normalize_actions:
-            actions = unsquash_action(actions, policy.action_space)
-        elif clip_actions:
-            actions = clip_action(actions, policy.action_space)
+        actions = env_actions(actions, policy.action_space, bool(normalize_actions), bool(clip_actions))
         out = {k: actions[i] for i, k in enumerate(keys)}
         if state is not None or full_fetch:
             states = {k: [s[i] for s in states_out] for i, k in enumerate(keys)}
@@ -334,3 +331,9 @@ class Trainer:
 
     def __repr__(self) -> str:
         return self._name
+        if isinstance(prev_action, dict):  # {key: action}, as the observations
+            from rlfleet.utils.spaces import flatten_action
+
+            prev_action = np.stack([flatten_action(prev_action[k], policy.action_space) for k in keys])
+        if isinstance(prev_reward, dict):
+            prev_reward = np.asarray([prev_reward[k] for k in keys], np.float32)

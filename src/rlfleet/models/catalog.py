@@ -1,14 +1,23 @@
 """ModelCatalog: picks the model and action distribution for a space and a `model` config."""
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple, Type
+from typing import Callable, Dict, Optional, Tuple, Type
 
 import gymnasium as gym
 import numpy as np
 
-from rlfleet.models.distributions import ActionDistribution, Categorical, DiagGaussian, MultiCategorical
+from rlfleet.models.distributions import (
+    ActionDistribution,
+    Bernoulli,
+    Categorical,
+    DiagGaussian,
+    MultiActionDistribution,
+    MultiCategorical,
+    SquashedGaussian,
+)
 from rlfleet.models.fcnet import FullyConnectedNetwork
 from rlfleet.models.torch_model import TorchModel
+from rlfleet.utils.spaces import flat_action_size, is_bounded_box, leaf_spaces
 
 _CUSTOM_MODELS: Dict[str, type] = {}
 _CUSTOM_ACTION_DISTS: Dict[str, type] = {}
@@ -30,14 +39,36 @@ class ModelCatalog:
         _CUSTOM_ACTION_DISTS[name] = dist_class
 
     @staticmethod
-    def get_action_dist(action_space: gym.Space, model_config: dict) -> Tuple[Callable, int]:
+    def register_custom_preprocessor(name: str, preprocessor_class: type) -> None:
+        """Deprecated (as in the reference; prefer a gymnasium.ObservationWrapper): makes a
+        `Preprocessor` subclass selectable as `config["model"]["custom_preprocessor"] = name`."""
+        from rlfleet.models.preprocessors import register_custom_preprocessor
+
+        register_custom_preprocessor(name, preprocessor_class)
+
+    @staticmethod
+    def get_action_dist(action_space: gym.Space, model_config: dict, dist_type: Optional[str] = None
+                        ) -> Tuple[Callable, int]:
         """Returns `(dist_class, num_model_outputs)` for `action_space`.
 
+        Discrete -> Categorical, MultiDiscrete -> MultiCategorical, Box -> DiagGaussian (or
+        SquashedGaussian into [-1, 1] when `dist_type="squashed_gaussian"`; the sampler
+        unsquashes into the bounds), MultiBinary -> Bernoulli, Dict / Tuple ->
+        MultiActionDistribution over the leaves (flat actions, see `rlfleet.utils.spaces`).
+        `model.custom_action_dist` (a registered name or a class) overrides all of these.
+
+        Args:
+            action_space: the policy's action space.
+            model_config: the `model` sub-config.
+            dist_type: None, or "squashed_gaussian" for bounded Box spaces.
+
         Raises:
-            ValueError: for an action space no distribution handles yet.
+            ValueError: for an action space no distribution handles.
         """
         custom = model_config.get("custom_action_dist")
         if custom:
+            if isinstance(custom, type):
+                return custom, custom.required_model_output_shape(action_space, model_config)
             if custom not in _CUSTOM_ACTION_DISTS:
                 raise ValueError(
                     f"model.custom_action_dist {custom!r} is not registered; registered: "
@@ -45,27 +76,7 @@ class ModelCatalog:
                 )
             cls = _CUSTOM_ACTION_DISTS[custom]
             return cls, cls.required_model_output_shape(action_space, model_config)
-        if isinstance(action_space, gym.spaces.Discrete):
-            return Categorical, int(action_space.n)
-        if isinstance(action_space, gym.spaces.MultiDiscrete):
-            lens = [int(n) for n in np.asarray(action_space.nvec).ravel()]
-
-            def make(inputs, model=None):
-                return MultiCategorical(inputs, model, lens)
-
-            make.required_model_output_shape = MultiCategorical.required_model_output_shape
-            return make, int(sum(lens))
-        if isinstance(action_space, gym.spaces.Box):
-            if len(action_space.shape) > 1:
-                raise ValueError(
-                    f"Box action spaces must be 1-D, got shape {action_space.shape}; flatten the "
-                    "actions in an env wrapper"
-                )
-            return DiagGaussian, DiagGaussian.required_model_output_shape(action_space, model_config)
-        raise ValueError(
-            f"Unsupported action space {action_space}; supported: Discrete, MultiDiscrete, Box "
-            "(MultiBinary, Dict and Tuple actions land with the models-and-spaces work)"
-        )
+        return _builtin_action_dist(action_space, model_config, dist_type)
 
     @staticmethod
     def get_model(
@@ -75,8 +86,16 @@ class ModelCatalog:
         model_config: dict,
         name: str = "model",
     ) -> TorchModel:
-        """Builds the policy's model: the registered custom model, else a fully connected net."""
+        """Builds the policy's model.
+
+        The registered custom model (`custom_model`, a name or a class, built with
+        `custom_model_config` as keyword arguments); else a VisionNetwork for image
+        observations (3-D, or 2-D with `conv_filters` set); else a FullyConnectedNetwork.
+        With `use_lstm` that model is built in feature mode (`num_outputs=None`) and
+        wrapped in an LSTMWrapper.
+        """
         custom = model_config.get("custom_model")
+        kwargs: dict = {}
         if custom:
             cls = custom if isinstance(custom, type) else _CUSTOM_MODELS.get(custom)
             if cls is None:
@@ -85,8 +104,23 @@ class ModelCatalog:
                     f"{sorted(_CUSTOM_MODELS)}. Call ModelCatalog.register_custom_model(name, cls) first."
                 )
             kwargs = dict(model_config.get("custom_model_config") or {})
-            return cls(obs_space, action_space, num_outputs, model_config, name, **kwargs)
-        return FullyConnectedNetwork(obs_space, action_space, num_outputs, model_config, name)
+        else:
+            cls = _default_model_class(obs_space, model_config)
+        if model_config.get("use_lstm"):
+            from rlfleet.models.recurrent import LSTMWrapper
+
+            return LSTMWrapper(obs_space, action_space, num_outputs, model_config, name, base_class=cls,
+                               base_kwargs=kwargs)
+        return cls(obs_space, action_space, num_outputs, model_config, name, **kwargs)
+
+
+def _default_model_class(obs_space: gym.Space, model_config: dict) -> type:
+    shape = getattr(obs_space, "shape", None) or ()
+    if len(shape) == 3 or (len(shape) == 2 and model_config.get("conv_filters")):
+        from rlfleet.models.visionnet import VisionNetwork
+
+        return VisionNetwork
+    return FullyConnectedNetwork
 
 
 def registered_custom_models() -> Dict[str, type]:
@@ -94,3 +128,54 @@ def registered_custom_models() -> Dict[str, type]:
 
 
 __all__ = ["ModelCatalog", "ActionDistribution", "registered_custom_models"]
+
+
+def _builtin_action_dist(space: gym.Space, model_config: dict, dist_type: Optional[str] = None
+                         ) -> Tuple[Callable, int]:
+    if isinstance(space, gym.spaces.Discrete):
+        return Categorical, int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        lens = [int(n) for n in np.asarray(space.nvec).ravel()]
+        return _factory(MultiCategorical, MultiCategorical.required_model_output_shape, input_lens=lens), sum(lens)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return Bernoulli, Bernoulli.required_model_output_shape(space, model_config)
+    if isinstance(space, gym.spaces.Box):
+        if dist_type == "squashed_gaussian":
+            if not is_bounded_box(space):
+                raise ValueError(f"dist_type='squashed_gaussian' needs a bounded Box action space, got {space}")
+            return SquashedGaussian, SquashedGaussian.required_model_output_shape(space, model_config)
+        if dist_type not in (None, "diag_gaussian"):
+            raise ValueError(f"dist_type {dist_type!r} is unknown; use None, 'diag_gaussian' or 'squashed_gaussian'")
+        return DiagGaussian, DiagGaussian.required_model_output_shape(space, model_config)
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        leaves = leaf_spaces(space)
+        if not leaves:
+            raise ValueError(f"Action space {space} has no leaf spaces")
+        children, input_lens = zip(*(_builtin_action_dist(leaf, model_config, dist_type) for leaf in leaves))
+        sizes = [flat_action_size(leaf) for leaf in leaves]
+        return (_factory(MultiActionDistribution, None, child_dists=list(children), input_lens=list(input_lens),
+                         action_sizes=sizes), int(sum(input_lens)))
+    raise ValueError(
+        f"Unsupported action space {space} ({type(space).__name__}); supported: Discrete, MultiDiscrete, "
+        "Box, MultiBinary, and Dict / Tuple of these. Set model.custom_action_dist for anything else."
+    )
+
+
+class _factory:
+    """`dist_class(inputs, model)` for a distribution that needs extra, space-derived arguments.
+
+    A class instance rather than a closure so it can say what it builds (`dist_type`) and so
+    `isinstance` checks on the built distribution keep working.
+    """
+
+    def __init__(self, cls: type, required_shape, **kwargs):
+        self.dist_type = cls
+        self.kwargs = kwargs
+        if required_shape is not None:
+            self.required_model_output_shape = required_shape
+
+    def __call__(self, inputs, model=None):
+        return self.dist_type(inputs, model, **self.kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self.dist_type.__name__}({', '.join(f'{k}={v!r}' for k, v in self.kwargs.items())})"

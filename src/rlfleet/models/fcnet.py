@@ -56,13 +56,15 @@ class FullyConnectedNetwork(TorchModel):
         self.free_log_std = bool(model_config.get("free_log_std", False))
         in_size = int(np.prod(obs_space.shape))
 
-        if self.free_log_std:
+        # uint8 observations (small images kept as bytes) are scaled to [0, 1] here.
+        self.scale = 1.0 / 255.0 if np.dtype(obs_space.dtype) == np.uint8 else None
+        if self.free_log_std and num_outputs:
             if num_outputs % 2:
                 raise ValueError(f"free_log_std needs an even num_outputs, got {num_outputs}")
             num_outputs //= 2
             self.log_std = nn.Parameter(torch.zeros(num_outputs))
 
-        if no_final_linear and hiddens:
+        if no_final_linear and hiddens and num_outputs:
             # The last hidden layer *is* the output layer.
             self.trunk = mlp(in_size, hiddens[:-1] + [num_outputs], activation)
             self.logits = nn.Identity()
@@ -70,7 +72,11 @@ class FullyConnectedNetwork(TorchModel):
         else:
             self.trunk = mlp(in_size, hiddens, activation)
             trunk_out = hiddens[-1] if hiddens else in_size
-            self.logits = normc_init_(nn.Linear(trunk_out, num_outputs), 0.01)
+            if num_outputs:
+                self.logits = normc_init_(nn.Linear(trunk_out, num_outputs), 0.01)
+            else:  # feature mode (e.g. under the LSTM wrapper): output the last hidden layer
+                self.logits = nn.Identity()
+                self.num_outputs = trunk_out
 
         if self.vf_share_layers:
             self.value_trunk = None
@@ -84,10 +90,12 @@ class FullyConnectedNetwork(TorchModel):
     def forward(self, input_dict, state, seq_lens):
         obs = input_dict["obs"]
         obs = obs.reshape(obs.shape[0], -1).float()
+        if self.scale is not None:
+            obs = obs * self.scale
         self._obs = obs
         self._features = self.trunk(obs)
         out = self.logits(self._features)
-        if self.free_log_std:
+        if self.free_log_std and hasattr(self, "log_std"):
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
         return out, state
 

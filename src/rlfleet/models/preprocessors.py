@@ -413,6 +413,9 @@ def get_preprocessor(space: gym.Space, options: Mapping[str, Any] | None = None)
     Raises:
         ValueError: For spaces without a fixed-size encoding (Text, Graph, Sequence, ...).
     """
+    custom = (options or {}).get("custom_preprocessor")
+    if custom:
+        return _custom_preprocessor(custom, space, options)
     if isinstance(space, spaces.Box):
         return NoPreprocessor(space, options)
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
@@ -428,3 +431,51 @@ def get_preprocessor(space: gym.Space, options: Mapping[str, Any] | None = None)
         f"preprocessors; supported: Box, Discrete, MultiDiscrete, MultiBinary, and Tuple/Dict "
         f"of these. Wrap the env to give it one of these spaces."
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Custom preprocessors (`model.custom_preprocessor`), deprecated in the reference: a
+# Gymnasium ObservationWrapper in the env creator does the same job and is preferred.
+# ---------------------------------------------------------------------------------------
+_CUSTOM_PREPROCESSORS: dict[str, type] = {}
+_warned_custom = False
+
+
+def register_custom_preprocessor(name: str, preprocessor_class: type) -> None:
+    """Makes `preprocessor_class` selectable as `config["model"]["custom_preprocessor"] = name`.
+
+    The class subclasses `Preprocessor`; it takes `(space, options)`, sets `shape` (and
+    `dtype` if not float32) in `__init__` or implements the reference's
+    `_init_shape(space, options) -> shape`, and implements `transform(obs)`.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"custom preprocessor name must be a non-empty str, got {name!r}")
+    if not (isinstance(preprocessor_class, type) and issubclass(preprocessor_class, Preprocessor)):
+        raise TypeError(f"custom preprocessor {name!r} must be a Preprocessor subclass, got {preprocessor_class!r}")
+    _CUSTOM_PREPROCESSORS[name] = preprocessor_class
+
+
+def _custom_preprocessor(custom: Any, space: gym.Space, options: Mapping[str, Any] | None) -> Preprocessor:
+    global _warned_custom
+    cls = custom if isinstance(custom, type) else _CUSTOM_PREPROCESSORS.get(custom)
+    if cls is None:
+        raise ValueError(
+            f"model.custom_preprocessor {custom!r} is not registered; registered: {sorted(_CUSTOM_PREPROCESSORS)}. "
+            "Call ModelCatalog.register_custom_preprocessor(name, cls) first - or better, since custom "
+            "preprocessors are deprecated, transform observations with a gymnasium.ObservationWrapper in "
+            "your env creator."
+        )
+    if not _warned_custom:
+        _warned_custom = True
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "model.custom_preprocessor is deprecated (as in the reference): prefer a "
+            "gymnasium.ObservationWrapper in the env creator."
+        )
+    pp = cls(space, options)
+    if not hasattr(pp, "shape"):
+        if not hasattr(pp, "_init_shape"):
+            raise TypeError(f"custom preprocessor {cls.__name__} must set `shape` or implement `_init_shape`")
+        pp.shape = tuple(int(d) for d in pp._init_shape(space, options))
+    return pp

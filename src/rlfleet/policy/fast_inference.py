@@ -72,6 +72,7 @@ def supports_fast_path(policy) -> bool:
 
     return (
         type(policy.model) is FullyConnectedNetwork
+        and policy.model.scale is None  # uint8 inputs: the torch path scales them
         and policy.dist_class in (Categorical, DiagGaussian)
         and type(policy.exploration) is StochasticSampling
     )

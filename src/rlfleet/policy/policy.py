@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.utils.spaces import clip_action, unsquash_action
+from rlfleet.utils.spaces import env_action, flatten_action, is_nested
 
 
 class Policy:
@@ -59,9 +59,12 @@ class Policy:
 
         Box actions are unsquashed into the env's bounds when `unsquash_actions` (default:
         `config["normalize_actions"]`) and clipped when `clip_actions` (default:
-        `config["clip_actions"]`).
+        `config["clip_actions"]`). Dict / Tuple actions come back in the space's nested
+        structure; `prev_action` may be given in that structure too.
         """
         state = state or []
+        if prev_action is not None and is_nested(self.action_space):
+            prev_action = flatten_action(prev_action, self.action_space)
         obs_batch = np.asarray(obs)[None]
         state_batches = [np.asarray(s)[None] for s in state]
         actions, state_out, extra = self.compute_actions(
@@ -79,10 +82,7 @@ class Policy:
             unsquash_actions = self.config.get("normalize_actions", True)
         if clip_actions is None:
             clip_actions = self.config.get("clip_actions", False)
-        if unsquash_actions:
-            action = unsquash_action(action, self.action_space)
-        elif clip_actions:
-            action = clip_action(action, self.action_space)
+        action = env_action(action, self.action_space, bool(unsquash_actions), bool(clip_actions))
         return action, [s[0] for s in state_out], {k: v[0] for k, v in extra.items()}
 
     # --- learning ----------------------------------------------------------------

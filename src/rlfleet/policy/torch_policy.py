@@ -15,8 +15,42 @@ from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.policy.fast_inference import NumpyMLPInference, sample_numpy, supports_fast_path
 from rlfleet.policy.policy import Policy
+from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.utils.schedules import make_schedule
+
+
+def _obs_array(obs) -> np.ndarray:
+    """Observations as an array: uint8 images stay uint8 (the model scales them), the rest float32."""
+    arr = np.asarray(obs)
+    return arr if arr.dtype == np.uint8 else arr.astype(np.float32, copy=False)
+
+
+def model_forward(model, batch: Dict[str, torch.Tensor]):
+    """Runs `model` on a loss batch: obs, the previous actions / rewards when present, and for
+    recurrent models the sequences' initial states and `seq_lens`. Returns `(out, state_out)`."""
+    input_dict = {SampleBatch.OBS: batch[SampleBatch.OBS]}
+    for key in (SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS):
+        if key in batch:
+            input_dict[key] = batch[key]
+    state = []
+    while f"state_in_{len(state)}" in batch:
+        state.append(batch[f"state_in_{len(state)}"])
+    return model(input_dict, state, batch.get(SampleBatch.SEQ_LENS))
+
+
+def masked_mean(batch: Dict[str, torch.Tensor]):
+    """`mean(x)` over the real rows of a loss batch: padded sequence rows (`seq_mask` False)
+    contribute nothing; a plain mean when the batch is not padded."""
+    mask = batch.get(SEQ_MASK)
+    if mask is None:
+        return torch.mean
+    count = mask.sum().clamp_min(1)
+
+    def mean(x: torch.Tensor) -> torch.Tensor:
+        return torch.where(mask, x, torch.zeros((), dtype=x.dtype)).sum() / count
+
+    return mean
 
 
 def derive_seed(*parts) -> int:
@@ -64,6 +98,7 @@ class TorchPolicy(Policy):
         self._fast_ok = supports_fast_path(self)
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
+        self._init_recurrence(config["model"])
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         extra = dict(self.config.get("optimizer") or {})
@@ -84,12 +119,12 @@ class TorchPolicy(Policy):
     ) -> Tuple[np.ndarray, List[np.ndarray], Dict[str, np.ndarray]]:
         explore = self.config.get("explore", True) if explore is None else explore
         timestep = self.global_timestep if timestep is None else timestep
-        obs_np = np.asarray(obs_batch, dtype=np.float32)
+        obs_np = _obs_array(obs_batch)
         if self._fast_ok and not state_batches and timestep >= self.exploration.random_timesteps:
             return self._compute_actions_numpy(obs_np, explore, timestep)
-        obs = torch.as_tensor(obs_np)
+        input_dict, state = self._model_inputs(obs_np, state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
-            dist_inputs, state_out = self.model({SampleBatch.OBS: obs}, list(state_batches or []), None)
+            dist_inputs, state_out = self.model(input_dict, state, None)
             dist = self.dist_class(dist_inputs, self.model)
             actions, logp = self.exploration.get_exploration_action(dist, explore, timestep, self.generator)
             extra = {
@@ -123,13 +158,63 @@ class TorchPolicy(Policy):
             extra[SampleBatch.VF_PREDS] = values
         return actions, [], extra
 
-    def compute_values(self, obs: np.ndarray) -> np.ndarray:
-        """State values for a batch of (filtered) observations."""
+    def compute_values(self, obs: np.ndarray, state_batches: Optional[List[np.ndarray]] = None,
+                       prev_action_batch=None, prev_reward_batch=None) -> np.ndarray:
+        """State values for a batch of (filtered) observations (and, for recurrent models,
+        the state going into them and the previous actions / rewards)."""
         if len(obs) == 0:
             return np.zeros(0, np.float32)
+        input_dict, state = self._model_inputs(_obs_array(obs), state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
-            self.model({SampleBatch.OBS: torch.as_tensor(np.asarray(obs, dtype=np.float32))}, [], None)
+            self.model(input_dict, state, None)
             return self.model.value_function().numpy()
+
+    # --- recurrent models ------------------------------------------------------------
+    def _init_recurrence(self, model_config: dict) -> None:
+        self._initial_state = [np.asarray(s.detach().cpu().numpy() if torch.is_tensor(s) else s, np.float32)
+                               for s in self.model.get_initial_state()]
+        self.max_seq_len = int(model_config.get("max_seq_len", 20))
+        # Columns the model reads besides obs (and state): the previous action / reward.
+        self.view_columns: List[str] = []
+        if self._initial_state and model_config.get("lstm_use_prev_action"):
+            self.view_columns.append(SampleBatch.PREV_ACTIONS)
+        if self._initial_state and model_config.get("lstm_use_prev_reward"):
+            self.view_columns.append(SampleBatch.PREV_REWARDS)
+        if self._initial_state:
+            self._fast_ok = False
+
+    def get_initial_state(self) -> List[np.ndarray]:
+        return [s.copy() for s in self._initial_state]
+
+    def is_recurrent(self) -> bool:
+        return bool(self._initial_state)
+
+    def num_state_tensors(self) -> int:
+        return len(self._initial_state)
+
+    def _model_inputs(self, obs: np.ndarray, state_batches, prev_actions, prev_rewards):
+        """`(input_dict, state)` tensors for one acting step of `len(obs)` rows; a recurrent
+        model without a given state starts from its initial state, and missing previous
+        actions / rewards are zeros (as at an episode start)."""
+        n = len(obs)
+        input_dict = {SampleBatch.OBS: torch.as_tensor(obs)}
+        if SampleBatch.PREV_ACTIONS in self.view_columns:
+            prev = np.zeros((n, *self._act_row_shape), np.float32) if prev_actions is None else prev_actions
+            input_dict[SampleBatch.PREV_ACTIONS] = torch.as_tensor(np.asarray(prev))
+        if SampleBatch.PREV_REWARDS in self.view_columns:
+            prev = np.zeros(n, np.float32) if prev_rewards is None else prev_rewards
+            input_dict[SampleBatch.PREV_REWARDS] = torch.as_tensor(np.asarray(prev, np.float32))
+        if state_batches:
+            state = [torch.as_tensor(np.asarray(s, np.float32)) for s in state_batches]
+        else:
+            state = [torch.as_tensor(np.broadcast_to(s, (n, *s.shape)).copy()) for s in self._initial_state]
+        return input_dict, state
+
+    @property
+    def _act_row_shape(self) -> tuple:
+        from rlfleet.utils.spaces import action_layout
+
+        return action_layout(self.action_space)[0]
 
     # --- learning ----------------------------------------------------------------
     def loss(self, model, dist_class, train_batch: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
@@ -137,15 +222,28 @@ class TorchPolicy(Policy):
         raise NotImplementedError  # abstract
 
     def to_tensors(self, batch: SampleBatch) -> Dict[str, torch.Tensor]:
-        """The loss columns of `batch` as tensors, converted once per train batch."""
-        missing = [c for c in self.loss_columns if c not in batch]
+        """The loss columns of `batch` as tensors, converted once per train batch.
+
+        For a recurrent model the rows are first cut into padded sequences
+        (`rnn_sequencing.pad_batch_to_sequences`): row columns become `[S, T, ...]`, plus
+        `state_in_k` `[S, ...]`, `seq_lens` `[S]` and `seq_mask` `[S, T]`; `_step`
+        flattens the row columns back to `[S * T, ...]` for the loss.
+        """
+        columns = list(self.loss_columns) + [c for c in self.view_columns if c not in self.loss_columns]
+        missing = [c for c in columns if c not in batch]
         if missing:
             raise ValueError(
                 f"{type(self).__name__} needs batch columns {missing}; got {sorted(batch.keys())}"
             )
-        return {c: torch.as_tensor(batch[c]).to(self.device) for c in self.loss_columns}
+        if self.is_recurrent():
+            padded = pad_batch_to_sequences(batch, self.max_seq_len, columns, self.num_state_tensors())
+            self._seq_row_columns = tuple(columns) + (SEQ_MASK,)
+            return {k: torch.as_tensor(v).to(self.device) for k, v in padded.items()}
+        return {c: torch.as_tensor(batch[c]).to(self.device) for c in columns}
 
     def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        if self.is_recurrent():
+            tensors = {k: v.reshape(-1, *v.shape[2:]) if k in self._seq_row_columns else v for k, v in tensors.items()}
         loss, stats = self.loss(self.model, self.dist_class, tensors)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -177,6 +275,11 @@ class TorchPolicy(Policy):
             self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
         tensors = self.to_tensors(samples)
         n = samples.count
+        if self.is_recurrent():
+            # Minibatches of whole sequences, about `minibatch_size` real steps each.
+            num_seqs = len(tensors[SampleBatch.SEQ_LENS])
+            minibatch_size = max(1, round(int(minibatch_size) * num_seqs / max(n, 1)))
+            n = num_seqs
         minibatch_size = max(1, min(int(minibatch_size), n))
         last_pass: List[Dict[str, torch.Tensor]] = []
         for _ in range(int(num_sgd_iter)):

@@ -14,6 +14,7 @@ import gymnasium as gym
 from rlfleet.config import DEFAULT_POLICY_ID
 from rlfleet.env.env_context import EnvContext
 from rlfleet.env.vector_env import VectorEnv
+from rlfleet.env.wrappers.atari import with_atari_preprocessing
 from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import derive_seed
@@ -65,6 +66,8 @@ class RolloutWorker:
         self.env: Optional[VectorEnv] = None
         obs_space, act_space = config.get("observation_space"), config.get("action_space")
         if env_creator is not None:
+            # Atari image envs get the DeepMind (or generic) preprocessing `preprocessor_pref` asks for.
+            env_creator = with_atari_preprocessing(env_creator, config)
             envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
             seeds = [None if seed is None else derive_seed(seed, worker_index, i) & 0xFFFFFFFF for i in range(num_envs)]
             self.env = VectorEnv(

@@ -15,7 +15,7 @@ import numpy as np
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import Episode, RolloutMetrics
-from rlfleet.utils.spaces import env_actions
+from rlfleet.utils.spaces import action_layout, env_actions
 
 SB = SampleBatch
 
@@ -36,13 +36,11 @@ def make_reward_clipper(clip_rewards, is_atari: bool) -> Optional[Callable[[np.n
 
 
 def _action_layout(space: gym.Space):
-    if isinstance(space, gym.spaces.Discrete):
-        return (), np.int64
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return tuple(np.shape(space.nvec)), np.int64
-    if isinstance(space, gym.spaces.Box):
-        return tuple(space.shape), np.float32
-    raise ValueError(f"The single-agent sampler does not support action space {space}")
+    # Flat rows per step (Dict / Tuple actions too); `env_actions` rebuilds the env's structure.
+    try:
+        return action_layout(space)
+    except ValueError:
+        raise ValueError(f"The single-agent sampler does not support action space {space}") from None
 
 
 class SingleAgentSampler:
@@ -81,6 +79,11 @@ class SingleAgentSampler:
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
         self._render = bool(config.get("render_env"))
+        # Recurrent policies: per-env state carried from step to step (reset at episode
+        # starts), recorded with the previous action / reward as `state_in_k`,
+        # `state_out_k`, `prev_actions`, `prev_rewards` on every row (see _act_recurrent).
+        self._recurrent = bool(getattr(policy, "is_recurrent", lambda: False)())
+        self._state: List[np.ndarray] = []
 
         n = self.num_envs
         self._eps_counter = 0
@@ -145,6 +148,11 @@ class SingleAgentSampler:
         # message, rather than as a shape error deep inside NumPy.
         self.preprocessor.check(raw[0])
         self._cur_obs = self._filter(raw)
+        if self._recurrent:
+            n = self.num_envs
+            self._state = [np.repeat(s[None], n, axis=0) for s in self.policy.get_initial_state()]
+            self._prev_actions = np.zeros((n, *self._act_shape), self._act_dtype)
+            self._prev_rewards = np.zeros(n, np.float32)
         for i in range(self.num_envs):
             self._new_episode(i, raw[i])
 
@@ -154,9 +162,11 @@ class SingleAgentSampler:
     def _alloc(self, extra: Dict[str, np.ndarray]) -> None:
         T, n = self._chunk_len, self.num_envs
         obs_shape = self._cur_obs.shape[1:]
+        # uint8 images stay uint8 (4x smaller); the model scales them.
+        obs_dtype = np.uint8 if self._cur_obs.dtype == np.uint8 else np.float32
         b = {
-            SB.OBS: np.zeros((T, n, *obs_shape), np.float32),
-            SB.NEXT_OBS: np.zeros((T, n, *obs_shape), np.float32),
+            SB.OBS: np.zeros((T, n, *obs_shape), obs_dtype),
+            SB.NEXT_OBS: np.zeros((T, n, *obs_shape), obs_dtype),
             SB.ACTIONS: np.zeros((T, n, *self._act_shape), self._act_dtype),
             SB.REWARDS: np.zeros((T, n), np.float32),
             SB.TERMINATEDS: np.zeros((T, n), bool),
@@ -185,9 +195,12 @@ class SingleAgentSampler:
         rows = 0
         for t in range(T):
             t0 = clock()
-            actions, _, extra = policy.compute_actions(
-                self._cur_obs, explore=explore, timestep=policy.global_timestep + self.steps_since_sync
-            )
+            if self._recurrent:
+                actions, extra = self._act_recurrent(explore)
+            else:
+                actions, _, extra = policy.compute_actions(
+                    self._cur_obs, explore=explore, timestep=policy.global_timestep + self.steps_since_sync
+                )
             t1 = clock()
             if not self._buffers:
                 self._alloc(extra)
@@ -202,6 +215,9 @@ class SingleAgentSampler:
             t2 = clock()
             rewards = step.rewards
             b[SB.REWARDS][t] = clipper(rewards) if clipper is not None else rewards
+            if self._recurrent:
+                self._prev_actions[:] = actions
+                self._prev_rewards[:] = b[SB.REWARDS][t]
             b[SB.TERMINATEDS][t] = step.terminateds
             b[SB.DONES][t] = step.ends
             next_obs = self._filter(step.obs)
@@ -215,6 +231,8 @@ class SingleAgentSampler:
                 for i, raw in step.reset_obs.items():
                     self._end_episode(i)
                     next_obs[i] = self.filter(self.preprocessor.transform(raw))
+                    if self._recurrent:
+                        self._reset_recurrent(i)
                     self._new_episode(i, raw)
             if self._render:
                 venv.render(0)
@@ -227,6 +245,29 @@ class SingleAgentSampler:
             if stop():
                 break
         return rows
+
+    def _act_recurrent(self, explore: bool):
+        """One batched step of a recurrent policy; the state and previous action / reward
+        going in (and the state coming out) are added to the recorded columns."""
+        policy = self.policy
+        actions, state_out, extra = policy.compute_actions(
+            self._cur_obs, self._state, self._prev_actions, self._prev_rewards,
+            explore=explore, timestep=policy.global_timestep + self.steps_since_sync,
+        )
+        extra = dict(extra)
+        extra[SB.PREV_ACTIONS] = self._prev_actions.copy()
+        extra[SB.PREV_REWARDS] = self._prev_rewards.copy()
+        for k, (s_in, s_out) in enumerate(zip(self._state, state_out)):
+            extra[f"state_in_{k}"] = s_in
+            extra[f"state_out_{k}"] = s_out
+        self._state = [np.array(s, np.float32) for s in state_out]
+        return actions, extra
+
+    def _reset_recurrent(self, i: int) -> None:
+        for s, init in zip(self._state, self.policy.get_initial_state()):
+            s[i] = init
+        self._prev_actions[i] = 0
+        self._prev_rewards[i] = 0.0
 
     # --- episodes ----------------------------------------------------------------
     def _new_episode(self, i: int, raw_obs) -> None:
@@ -298,6 +339,9 @@ class SingleAgentSampler:
         if batch.count == 0:
             return batch
         batch = self.policy.postprocess_trajectory(batch)
+        # `state_out_k` served bootstrapping only; learning needs `state_in_k` alone.
+        for key in [k for k in batch if k.startswith("state_out_")]:
+            del batch[key]
         if self._hooks["on_postprocess_trajectory"]:
             pieces = batch.split_by_episode()
             for piece in pieces:

@@ -168,14 +168,21 @@ class Filter:
         return self.copy()
 
 
+def _float32_unless_uint8(x: Any) -> np.ndarray:
+    if isinstance(x, np.ndarray) and x.dtype == np.uint8:
+        return x
+    return np.asarray(x, dtype=np.float32)
+
+
 class NoFilter(Filter):
-    """Identity filter: returns the observation as a float32 array; stateless."""
+    """Identity filter: returns the observation as a float32 array (uint8 images stay
+    uint8: the vision net scales them); stateless."""
 
     def __call__(self, x: Any, update: bool = True) -> np.ndarray:
-        return np.asarray(x, dtype=np.float32)
+        return _float32_unless_uint8(x)
 
     def apply_batch(self, xs: Any, update: bool = True) -> np.ndarray:
-        return np.asarray(xs, dtype=np.float32)
+        return _float32_unless_uint8(xs)
 
     def apply_changes(self, other: Filter, with_buffer: bool = False) -> None:
         pass

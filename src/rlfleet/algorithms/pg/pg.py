@@ -8,7 +8,7 @@ import torch
 from rlfleet.algorithms.sampling import synchronous_parallel_sample
 from rlfleet.config import DEFAULT_POLICY_ID, with_common_config
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.torch_policy import TorchPolicy
+from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
 from rlfleet.rollout.postprocessing import compute_advantages
 from rlfleet.trainer import Trainer
 
@@ -22,9 +22,10 @@ DEFAULT_CONFIG = with_common_config({
 
 def pg_loss(policy, model, dist_class, batch: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """-E[log pi(a|s) * return]: the score-function estimator."""
-    logits, _ = model({SB.OBS: batch[SB.OBS]}, [], None)
+    logits, _ = model_forward(model, batch)
     dist = dist_class(logits, model)
-    loss = -(dist.logp(batch[SB.ACTIONS]) * batch[SB.ADVANTAGES]).mean()
+    # masked_mean: padded rows of recurrent sequences count for nothing.
+    loss = -masked_mean(batch)(dist.logp(batch[SB.ACTIONS]) * batch[SB.ADVANTAGES])
     loss = model.custom_loss(loss, batch)
     return loss, {"policy_loss": loss.detach()}
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.torch_policy import TorchPolicy
+from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
 from rlfleet.rollout.postprocessing import postprocess_with_critic
 from rlfleet.utils.schedules import make_schedule
 
@@ -28,7 +28,9 @@ def ppo_surrogate_loss(policy: "PPOTorchPolicy", model, dist_class, batch: Dict[
         `(total_loss, stats)`.
     """
     cfg = policy.config
-    logits, _ = model({SB.OBS: batch[SB.OBS]}, [], None)
+    logits, _ = model_forward(model, batch)
+    # Padded rows of recurrent sequences count for nothing (a plain mean otherwise).
+    reduce_mean = masked_mean(batch)
     dist = dist_class(logits, model)
     old_dist = dist_class(batch[SB.ACTION_DIST_INPUTS], model)
     logp = dist.logp(batch[SB.ACTIONS])
@@ -37,23 +39,24 @@ def ppo_surrogate_loss(policy: "PPOTorchPolicy", model, dist_class, batch: Dict[
     clip = cfg["clip_param"]
     surrogate = torch.min(adv * ratio, adv * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
     kl = old_dist.kl(dist)
-    mean_kl = kl.mean()
-    entropy = dist.entropy().mean()
+    mean_kl = reduce_mean(kl)
+    entropy = reduce_mean(dist.entropy())
+    policy_loss = -reduce_mean(surrogate)
 
-    total = -surrogate.mean() - policy.entropy_coeff * entropy
+    total = policy_loss - policy.entropy_coeff * entropy
     if cfg["kl_coeff"] > 0.0:
         total = total + policy.kl_coeff * mean_kl
     if cfg["use_critic"]:
         values = model.value_function()
         vf_err = torch.pow(values - batch[SB.VALUE_TARGETS], 2.0)
-        vf_loss = torch.clamp(vf_err, 0, cfg["vf_clip_param"]).mean()
+        vf_loss = reduce_mean(torch.clamp(vf_err, 0, cfg["vf_clip_param"]))
         total = total + cfg["vf_loss_coeff"] * vf_loss
     else:
         vf_loss = torch.zeros(())
     total = model.custom_loss(total, batch)
     stats = {
         "total_loss": total.detach(),
-        "policy_loss": -surrogate.mean().detach(),
+        "policy_loss": policy_loss.detach(),
         "vf_loss": vf_loss.detach(),
         "kl": mean_kl.detach(),
         "entropy": entropy.detach(),

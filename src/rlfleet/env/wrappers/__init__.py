@@ -1,0 +1,1 @@
+"""Env wrappers (Gymnasium API)."""
