@@ -177,6 +177,10 @@ def test_worker_applies_the_preprocessing_preprocessor_pref_asks_for(pref, shape
         assert set(np.unique(batch["rewards"])) <= {0.0, 1.0}  # clip_rewards None: sign-clipped for Atari
         if pref == "rllib":
             assert isinstance(worker.env.envs[0], GenericPixelFrame)
+        else:  # wrapped once, though both the trainer's creator and the worker wrap
+            assert type(worker.env.envs[0].env).__name__ == "WarpFrame"
+        # Whatever else builds envs from the trainer's creator (evaluation) gets them too.
+        assert trainer.env_creator({}).observation_space.shape == shape
     finally:
         trainer.stop()
 

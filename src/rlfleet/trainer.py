@@ -24,6 +24,7 @@ from rlfleet.config import (
     validate_config,
 )
 from rlfleet.env.registry import resolve_env
+from rlfleet.env.wrappers.atari import with_atari_preprocessing
 from rlfleet.logger import UnifiedLogger, make_logdir
 from rlfleet.rollout.metrics import merge_perf, summarize_episodes
 from rlfleet.rollout.worker_set import WorkerSet
@@ -74,6 +75,9 @@ class Trainer:
         self.raw_user_config = config
         self.config = self.merge_trainer_configs(self._default_config, config, self._allow_unknown_configs)
         self._validate_config(self.config, trainer_obj_or_none=self)
+        # Atari image envs get the preprocessing `preprocessor_pref` asks for, wherever the
+        # trainer's env creator is used (workers, evaluation); wrapping twice is a no-op.
+        self.env_creator = with_atari_preprocessing(self.env_creator, self.config)
         if self._policy_class is None:
             raise TypeError(f"{type(self).__name__} must set `_policy_class`")
 

@@ -285,7 +285,9 @@ class AtariPreprocessingCreator:
 def with_atari_preprocessing(env_creator, config: dict):
     """`env_creator`, wrapped to preprocess Atari envs as `preprocessor_pref` asks (not when
     a `model.custom_preprocessor` is set, as in the reference)."""
-    if env_creator is None or config.get("preprocessor_pref") not in ("deepmind", "rllib"):
+    if env_creator is None or isinstance(env_creator, AtariPreprocessingCreator):
+        return env_creator
+    if config.get("preprocessor_pref") not in ("deepmind", "rllib"):
         return env_creator
     if (config.get("model") or {}).get("custom_preprocessor"):
         return env_creator
