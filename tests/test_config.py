@@ -483,7 +483,7 @@ NON_DEFAULT = {
     "output": "logdir", "multiagent.policies": {"a": PolicySpec(), "b": PolicySpec()},
     "multiagent.policy_mapping_fn": lambda aid, *a, **k: "a",
     "multiagent.observation_fn": lambda **kw: None, "multiagent.policies_to_train": ["a"],
-    "model.use_attention": True, "exploration_config.type": "EpsilonGreedy",
+    "model.use_attention": True,
     "compress_observations": True, "record_env": True, "render_env": True,
     "env_task_fn": lambda *a: None, "fake_sampler": True, "sample_collector": object,
     "logger_config": {"type": "x"},
@@ -540,3 +540,21 @@ def test_not_yet_available_lists_all_offenders_and_defaults_pass():
 def test_removing_a_row_enables_the_feature(monkeypatch):
     monkeypatch.delitem(C.NOT_YET_AVAILABLE, "num_workers")
     assert validated(num_workers=2)["num_workers"] == 2
+
+
+def test_exploration_type_known_names_classes_and_paths_pass():
+    from rlfleet.exploration.noise import GaussianNoise
+
+    for kind in ("EpsilonGreedy", "GaussianNoise", "OrnsteinUhlenbeckNoise", "StochasticSampling",
+                 GaussianNoise, "rlfleet.exploration.noise.GaussianNoise"):
+        cfg = merged(exploration_config={"type": kind})
+        C.validate_config(cfg)
+        assert cfg["exploration_config"]["type"] is kind
+
+
+def test_exploration_type_unknown_is_a_clear_error():
+    with pytest.raises(ValueError) as info:
+        validated(exploration_config={"type": "EpsilonGreed"})
+    msg = str(info.value)
+    assert "'exploration_config.type': 'EpsilonGreed' is invalid" in msg
+    assert "EpsilonGreedy" in msg and "GaussianNoise" in msg

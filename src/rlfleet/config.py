@@ -142,6 +142,17 @@ def _record_env(v: Any) -> Any:
     return v
 
 
+def _exploration_type(v: Any) -> Any:
+    # Imported here: the exploration package sits above config in the layers.
+    from rlfleet.exploration.stochastic_sampling import resolve_exploration_class
+
+    try:
+        resolve_exploration_class(v)
+    except ValueError as e:
+        raise _Invalid(str(e).split("; ", 1)[-1].replace("use ", "", 1)) from None
+    return v
+
+
 def legacy_callbacks_factory(legacy: Dict[str, Callable]) -> Callable[[], DefaultCallbacks]:
     """Wraps the reference's older ``{hook_name: fn(info)}`` callbacks dict into a factory.
 
@@ -335,7 +346,9 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("explore", True, "Explore when computing actions, unless a call says otherwise."),
         K("exploration_config", {}, "Exploration object config: 'type' plus its constructor arguments.",
           _dict()),
-        K("exploration_config.type", "StochasticSampling", "Exploration class or its name."),
+        K("exploration_config.type", "StochasticSampling", "Exploration class or its name "
+          "(StochasticSampling, EpsilonGreedy, GaussianNoise, OrnsteinUhlenbeckNoise) or a "
+          "'package.module.Class' path.", _exploration_type),
     ],
     "Evaluation": [
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",
@@ -482,7 +495,6 @@ NOT_YET_AVAILABLE: Dict[str, str] = {
     "multiagent.observation_fn": "needs multi-agent training",
     "multiagent.policies_to_train": "needs multi-agent training",
     "model.use_attention": "needs attention models",
-    "exploration_config.type": "needs more exploration classes",
     "compress_observations": "needs LZ4 observation compression",
     "record_env": "needs video recording",
     "render_env": "needs env rendering",

@@ -8,6 +8,11 @@ from typing import List
 _ALGORITHMS = {
     "PPO": ("rlfleet.algorithms.ppo", "PPOTrainer"),
     "PG": ("rlfleet.algorithms.pg", "PGTrainer"),
+    "DQN": ("rlfleet.algorithms.dqn", "DQNTrainer"),
+    "SimpleQ": ("rlfleet.algorithms.dqn", "SimpleQTrainer"),
+    "SAC": ("rlfleet.algorithms.sac", "SACTrainer"),
+    "DDPG": ("rlfleet.algorithms.ddpg", "DDPGTrainer"),
+    "TD3": ("rlfleet.algorithms.td3", "TD3Trainer"),
 }
 
 

@@ -62,16 +62,71 @@ class StochasticSampling:
         self.last_timestep = int(state.get("last_timestep", 0))
 
 
+def _explorations() -> dict:
+    # Imported here: those modules are siblings, and this one is imported first by the policy.
+    from rlfleet.exploration.epsilon_greedy import EpsilonGreedy
+    from rlfleet.exploration.noise import GaussianNoise, OrnsteinUhlenbeckNoise
+
+    _EXPLORATIONS.setdefault("EpsilonGreedy", EpsilonGreedy)
+    _EXPLORATIONS.setdefault("GaussianNoise", GaussianNoise)
+    _EXPLORATIONS.setdefault("OrnsteinUhlenbeckNoise", OrnsteinUhlenbeckNoise)
+    return _EXPLORATIONS
+
+
 _EXPLORATIONS = {"StochasticSampling": StochasticSampling}
 
 
-def make_exploration(config: dict, action_space: gym.Space):
-    """Builds the exploration object `config["exploration_config"]` describes."""
+def resolve_exploration_class(kind) -> type:
+    """The exploration class `kind` names: a registered name, a class, or a path
+    "package.module.Class" / "package.module:Class".
+
+    Raises:
+        ValueError: naming the value and the registered names.
+    """
+    if isinstance(kind, type):
+        return kind
+    known = _explorations()
+    if isinstance(kind, str) and kind in known:
+        return known[kind]
+    if isinstance(kind, str) and ("." in kind or ":" in kind):
+        import importlib
+
+        module, _, attr = kind.rpartition(":") if ":" in kind else kind.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"exploration_config.type {kind!r} could not be imported ({e}); use one of "
+                             f"{sorted(known)}, a class, or a 'package.module.Class' path") from None
+        if isinstance(cls, type):
+            return cls
+    raise ValueError(f"exploration_config.type {kind!r} is unknown; use one of {sorted(known)}, an "
+                     "exploration class, or a 'package.module.Class' path")
+
+
+def _accepts(cls: type, name: str) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def make_exploration(config: dict, action_space: gym.Space, **context):
+    """Builds the exploration object `config["exploration_config"]` describes.
+
+    Args:
+        config: the policy config (its `exploration_config`: "type" plus constructor
+            arguments).
+        action_space: the policy's action space.
+        **context: what the policy offers its exploration (e.g. `generator`,
+            `np_random`); each is passed on only to classes whose constructor takes it (or
+            `**kwargs`), as is `policy_config` (the policy's whole config).
+    """
     cfg = dict(config.get("exploration_config") or {"type": "StochasticSampling"})
-    kind = cfg.pop("type", "StochasticSampling")
-    cls = kind if isinstance(kind, type) else _EXPLORATIONS.get(kind)
-    if cls is None:
-        raise ValueError(
-            f"exploration_config.type {kind!r} is unknown; available: {sorted(_EXPLORATIONS)}"
-        )
+    cls = resolve_exploration_class(cfg.pop("type", "StochasticSampling"))
+    for name, value in dict(context, policy_config=config).items():
+        if name not in cfg and _accepts(cls, name):
+            cfg[name] = value
     return cls(action_space, **cfg)

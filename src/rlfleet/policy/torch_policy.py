@@ -79,16 +79,13 @@ class TorchPolicy(Policy):
         self.np_random = np.random.default_rng(base)
         self.device = torch.device("cpu")
 
-        self.dist_class, num_outputs = ModelCatalog.get_action_dist(action_space, config["model"])
         # Model init draws from torch's global RNG; fork it so that seeding here never
         # disturbs (or depends on) anybody else's draws.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(self.generator.initial_seed()) & 0xFFFFFFFF)
-            self.model = ModelCatalog.get_model(
-                observation_space, action_space, num_outputs, config["model"], name=f"{policy_id}_model"
-            )
+            self.dist_class, self.model = self.make_model_and_action_dist()
         self.model.to(self.device)
-        self.exploration = make_exploration(config, action_space)
+        self.exploration = make_exploration(config, action_space, generator=self.generator, np_random=self.np_random)
         self.lr_schedule = make_schedule(config["lr"], config.get("lr_schedule"), "lr_schedule")
         self.cur_lr = self.lr_schedule(0)
         self.optimizer = self.make_optimizer()
@@ -99,6 +96,15 @@ class TorchPolicy(Policy):
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
         self._init_recurrence(config["model"])
+
+    def make_model_and_action_dist(self) -> Tuple[Any, torch.nn.Module]:
+        """`(dist_class, model)`: from the ModelCatalog by default; algorithms with their own
+        networks (Q-nets, actor-critics with target copies) override this. Runs with torch's
+        RNG seeded from the policy's generator."""
+        dist_class, num_outputs = ModelCatalog.get_action_dist(self.action_space, self.config["model"])
+        model = ModelCatalog.get_model(self.observation_space, self.action_space, num_outputs, self.config["model"],
+                                       name=f"{self.policy_id}_model")
+        return dist_class, model
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         extra = dict(self.config.get("optimizer") or {})
