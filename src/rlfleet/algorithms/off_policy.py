@@ -124,6 +124,10 @@ class OffPolicyTrainer(Trainer):
 
     def validate_algorithm_config(self, config: dict) -> None:
         normalize_replay_config(config)
+        policies = set((config.get("multiagent") or {}).get("policies") or ())
+        if policies - {DEFAULT_POLICY_ID}:
+            raise ValueError(f"'multiagent.policies': {sorted(policies)} is not available yet for {self._name} in "
+                             "this version of rlfleet (needs multi-agent replay); use one policy")
 
     def setup(self, config: dict) -> None:
         self.local_replay_buffer = make_replay_buffer(config)
