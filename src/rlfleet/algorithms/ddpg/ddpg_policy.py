@@ -173,8 +173,16 @@ class DDPGTorchPolicy(TorchPolicy):
     def get_state(self) -> Dict[str, Any]:
         state = super().get_state()
         state["num_critic_updates"] = int(self.num_critic_updates)
+        if "optimizer" in state:  # the checkpoint format keeps optimizer state: keep the actor's too
+            from rlfleet.policy.torch_policy import optimizer_state
+
+            state["actor_optimizer"] = optimizer_state(self.actor_optimizer)
         return state
 
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.num_critic_updates = int(state.get("num_critic_updates", 0))
+        if "actor_optimizer" in state:
+            from rlfleet.policy.torch_policy import load_optimizer_state
+
+            load_optimizer_state(self.actor_optimizer, state["actor_optimizer"])

@@ -211,6 +211,24 @@ class SACTorchPolicy(TorchPolicy):
         result["learner_stats"] = {k: float(v) for k, v in stats.items()}
         return result
 
+    def get_state(self) -> Dict[str, Any]:
+        state = super().get_state()
+        if "optimizer" in state:  # the checkpoint format keeps optimizer state: keep all of ours
+            from rlfleet.policy.torch_policy import optimizer_state
+
+            for name in ("actor_optimizer", "alpha_optimizer"):
+                state[name] = optimizer_state(getattr(self, name))
+        return state
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        names = [name for name in ("actor_optimizer", "alpha_optimizer") if name in state]
+        if names:
+            from rlfleet.policy.torch_policy import load_optimizer_state
+
+            for name in names:
+                load_optimizer_state(getattr(self, name), state[name])
+
     def update_target(self, tau: float = None) -> None:
         """Polyak-averages the Q-nets into their targets with `tau` (default: config `tau`)."""
         tau = self.config["tau"] if tau is None else tau
