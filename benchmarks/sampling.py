@@ -4,10 +4,17 @@ Both step the same CartPole-v1 envs in this one run; the figure that matters is 
 ratio (ours / ceiling), which does not depend on how fast this machine is.
 
     python benchmarks/sampling.py [--steps 40000] [--envs 1 8]
+
+`--workers 0 1 2` measures instead the total env steps/s of the worker set: 0 is the
+single process (the local worker samples), N >= 1 is N remote workers on a local Ray
+(one CPU each, `--envs` envs per worker, first value), all sampling in parallel:
+
+    python benchmarks/sampling.py --workers 0 1 2 [--envs 8] [--steps 80000]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import gymnasium as gym
@@ -55,11 +62,64 @@ def rlfleet_sampler(num_envs: int, total_steps: int, seed: int = 0) -> float:
     return rate
 
 
+def make_worker_set(num_workers: int, num_envs: int, seed: int = 0):
+    """A WorkerSet sampling CartPole-v1: the local worker (0) or `num_workers` remote ones."""
+    from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
+    from rlfleet.algorithms.sampling import synchronous_parallel_sample
+    from rlfleet.config import merge_configs, validate_config
+    from rlfleet.env.registry import resolve_env
+    from rlfleet.rollout.worker_set import WorkerSet
+
+    config = merge_configs(DEFAULT_CONFIG, {"env": "CartPole-v1", "num_envs_per_worker": num_envs,
+                                            "rollout_fragment_length": 200, "seed": seed,
+                                            "num_workers": num_workers})
+    validate_config(config)
+    _, creator = resolve_env("CartPole-v1")
+    workers = WorkerSet(env_creator=creator, policy_class=PPOTorchPolicy, trainer_config=config,
+                        num_workers=num_workers)
+    synchronous_parallel_sample(workers, 1)  # warm-up: first reset, buffer allocation
+    return workers
+
+
+def worker_set_rate(workers, total_steps: int) -> float:
+    """Total env steps/s: rounds of one batch per worker, one `ray.get` per round, as in training."""
+    from rlfleet.algorithms.sampling import synchronous_parallel_sample
+
+    start = time.perf_counter()
+    steps = synchronous_parallel_sample(workers, total_steps).count
+    return steps / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=40000)
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--workers", type=int, nargs="+", default=None,
+                        help="worker-set mode: numbers of remote workers to compare (0: single process)")
+    parser.add_argument("--repeat", type=int, default=3, help="worker-set mode: interleaved repeats (best kept)")
     args = parser.parse_args()
+    if args.workers is not None:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        from rlfleet.utils.ray_utils import init_ray
+
+        num_envs = args.envs[0] if args.envs != [1, 8] else 8
+        if any(args.workers):
+            init_ray(num_cpus=sum(args.workers))  # all sets stay up, idle while others run
+        sets = {n: make_worker_set(n, num_envs) for n in args.workers}
+        # Interleaved repeats, best of each: other load on the machine hits every setting alike.
+        rates = {n: 0.0 for n in args.workers}
+        for _ in range(args.repeat):
+            for n, workers in sets.items():
+                rates[n] = max(rates[n], worker_set_rate(workers, args.steps))
+        for workers in sets.values():
+            workers.stop()
+        print(f"CartPole-v1, {num_envs} envs per worker, {os.cpu_count()} cores, best of {args.repeat}")
+        print(f"{'workers':>7} | {'total envs':>10} | {'env steps/s':>11} | vs single process")
+        single = rates.get(0)
+        for n in args.workers:
+            ratio = f"{rates[n] / single:.2f}x" if single else "-"
+            print(f"{n:>7} | {num_envs * max(1, n):>10} | {rates[n]:>11,.0f} | {ratio}")
+        return
     print(f"{'envs/worker':>11} | {'plain gym steps/s':>17} | {'rlfleet steps/s':>15} | ratio")
     for n in args.envs:
         ceiling = plain_gym_loop(n, args.steps)

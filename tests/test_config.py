@@ -405,8 +405,7 @@ def test_policies_errors(policies, expected):
     assert expected in str(info.value)
 
 
-def test_eval_workers_without_interval_sets_interval(monkeypatch, caplog):
-    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "evaluation_num_workers")
+def test_eval_workers_without_interval_sets_interval(caplog):
     with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
         cfg = validated(evaluation_num_workers=2)
     assert cfg["evaluation_interval"] == 1
@@ -476,10 +475,7 @@ def test_deprecated_keys_accepted_by_strict_merge():
 
 # --- not yet available -------------------------------------------------------------------------
 NON_DEFAULT = {
-    "num_workers": 2, "evaluation_num_workers": 1, "remote_worker_envs": True,
-    "sample_async": True, "evaluation_parallel_to_training": True,
-    "recreate_failed_workers": True, "num_gpus": 1, "num_gpus_per_worker": 0.5,
-    "custom_resources_per_worker": {"x": 1}, "_fake_gpus": True, "input": "/tmp/data",
+    "num_gpus": 1, "_fake_gpus": True, "input": "/tmp/data",
     "output": "logdir", "multiagent.policies": {"a": PolicySpec(), "b": PolicySpec()},
     "multiagent.policy_mapping_fn": lambda aid, *a, **k: "a",
     "multiagent.observation_fn": lambda **kw: None, "multiagent.policies_to_train": ["a"],
@@ -507,8 +503,6 @@ def _set(cfg, path, value):
 def test_not_yet_available_errors(path):
     cfg = merged()
     _set(cfg, path, NON_DEFAULT[path])
-    if path == "evaluation_parallel_to_training":  # else switched off before the check
-        cfg["evaluation_num_workers"] = 1
     with pytest.raises(ValueError) as info:
         C.validate_config(cfg)
     msg = str(info.value)
@@ -519,15 +513,15 @@ def test_not_yet_available_errors(path):
 
 def test_not_yet_available_exact_message():
     with pytest.raises(ValueError) as info:
-        validated(num_workers=2)
-    assert str(info.value) == ("'num_workers': 2 is not available yet in this version of rlfleet "
-                               "(needs remote workers on Ray); use the default 0")
+        validated(num_gpus=1)
+    assert str(info.value) == ("'num_gpus': 1 is not available yet in this version of rlfleet "
+                               "(needs GPU learning); use the default 0")
 
 
 def test_not_yet_available_lists_all_offenders_and_defaults_pass():
     with pytest.raises(ValueError) as info:
-        C.check_available(merged(num_workers=2, sample_async=True))
-    assert "'num_workers'" in str(info.value) and "'sample_async'" in str(info.value)
+        C.check_available(merged(num_gpus=1, render_env=True))
+    assert "'num_gpus'" in str(info.value) and "'render_env'" in str(info.value)
     C.check_available(merged())
     # Offline sub-keys are inert without input/output, so they are not flagged.
     C.check_available(merged(input_evaluation=[], shuffle_buffer_size=10,
@@ -538,8 +532,8 @@ def test_not_yet_available_lists_all_offenders_and_defaults_pass():
 
 
 def test_removing_a_row_enables_the_feature(monkeypatch):
-    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "num_workers")
-    assert validated(num_workers=2)["num_workers"] == 2
+    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "num_gpus")
+    assert validated(num_gpus=2)["num_gpus"] == 2
 
 
 def test_exploration_type_known_names_classes_and_paths_pass():

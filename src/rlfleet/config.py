@@ -478,15 +478,7 @@ DEPRECATED_KEYS: Dict[str, DeprecatedKey] = {
 # delete its row.
 # ---------------------------------------------------------------------------------------
 NOT_YET_AVAILABLE: Dict[str, str] = {
-    "num_workers": "needs remote workers on Ray",
-    "evaluation_num_workers": "needs remote evaluation workers on Ray",
-    "remote_worker_envs": "needs remote envs on Ray",
-    "sample_async": "needs the background-thread sampler",
-    "evaluation_parallel_to_training": "needs threaded evaluation with remote evaluation workers",
-    "recreate_failed_workers": "needs remote workers on Ray",
     "num_gpus": "needs GPU learning",
-    "num_gpus_per_worker": "needs remote workers with GPUs",
-    "custom_resources_per_worker": "needs remote workers on Ray",
     "_fake_gpus": "needs multi-GPU learning",
     "input": "needs offline input readers",
     "output": "needs offline output writers",

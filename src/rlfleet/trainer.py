@@ -5,11 +5,13 @@ and writes `training_step()` as straight-line code (sample, learn, sync).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import logging
 import os
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional
 
@@ -29,8 +31,51 @@ from rlfleet.logger import UnifiedLogger, make_logdir
 from rlfleet.rollout.metrics import merge_perf, summarize_episodes
 from rlfleet.rollout.worker_set import WorkerSet
 from rlfleet.utils.deep_update import merge_dicts
+from rlfleet.utils.filters import FilterManager
+from rlfleet.utils.ray_utils import is_worker_failure
 
 logger = logging.getLogger(__name__)
+
+# How often one train() call recovers from remote worker failures before giving up (as
+# the reference).
+MAX_WORKER_FAILURE_RETRIES = 3
+
+
+class WorkerFailureError(RuntimeError):
+    """A remote worker died (or raised) during train() and the config does not allow
+    going on without it."""
+
+
+@dataclass
+class ResourceRequest:
+    """The resources one trainer asks for: one bundle for the driver (the trainer process
+    and its local worker), one per remote worker, one per evaluation worker.
+
+    Attributes:
+        bundles: `{"CPU": n, "GPU": n, <custom resource>: n}` per bundle; bundle 0 is the driver.
+        strategy: the placement-group strategy (`placement_strategy`: PACK, SPREAD, ...).
+    """
+
+    bundles: List[Dict[str, float]] = field(default_factory=list)
+    strategy: str = "PACK"
+
+    def required_resources(self) -> Dict[str, float]:
+        """The bundles summed per resource."""
+        total: Dict[str, float] = {}
+        for bundle in self.bundles:
+            for name, amount in bundle.items():
+                total[name] = total.get(name, 0) + amount
+        return total
+
+    def to_placement_group_factory(self):
+        """The same request as a Ray Tune `PlacementGroupFactory` (needs `ray[tune]`)."""
+        from rlfleet.utils.ray_utils import import_ray
+
+        import_ray()
+        from ray.tune import PlacementGroupFactory
+
+        return PlacementGroupFactory(self.bundles, strategy=self.strategy)
+
 
 
 def _sys_usage() -> Dict[str, float]:
@@ -39,6 +84,13 @@ def _sys_usage() -> Dict[str, float]:
     except ImportError:  # optional: `perf` is simply left out
         return {}
     return {"cpu_util_percent": psutil.cpu_percent(), "ram_util_percent": psutil.virtual_memory().percent}
+
+
+def _evaluation_episodes(worker, num_episodes: int):
+    """Runs on an evaluation worker: `num_episodes` episodes, their metrics (only theirs)."""
+    episodes = worker.sample_episodes(num_episodes)
+    worker.get_metrics()  # drop: they are `episodes` already
+    return episodes
 
 
 class Trainer:
@@ -140,6 +192,36 @@ class Trainer:
         return WorkerSet(env_creator=env_creator, policy_class=policy_class, trainer_config=config,
                          num_workers=num_workers, logdir=self.logdir)
 
+    @classmethod
+    def default_resource_request(cls, config: dict) -> ResourceRequest:
+        """The resources this trainer needs with `config` (the reference's bundles).
+
+        Bundle 0 is the driver (`num_cpus_for_driver`, `num_gpus`), then one bundle per remote
+        worker (`num_cpus_per_worker`, `num_gpus_per_worker`, `custom_resources_per_worker`),
+        then one per evaluation worker (the evaluation config's per-worker resources) when
+        evaluation is on. Tune reserves these as one placement group (`placement_strategy`).
+
+        Args:
+            config: a (partial) config; missing keys take the algorithm's defaults.
+        """
+        cf = dict(cls._default_config, **(config or {}))
+        eval_cf = cf.get("evaluation_config") or {}
+
+        def worker_bundle(c: dict) -> Dict[str, float]:
+            bundle = {"CPU": c.get("num_cpus_per_worker", cf["num_cpus_per_worker"]),
+                      "GPU": c.get("num_gpus_per_worker", cf["num_gpus_per_worker"])}
+            bundle.update(c.get("custom_resources_per_worker", cf.get("custom_resources_per_worker")) or {})
+            return bundle
+
+        bundles = [{"CPU": cf["num_cpus_for_driver"], "GPU": cf["num_gpus"]}]
+        bundles += [worker_bundle(cf) for _ in range(int(cf["num_workers"]))]
+        # Evaluation workers exist when evaluation is on (evaluation workers alone turn
+        # it on: validate_config sets evaluation_interval to 1 then).
+        n_eval = int(cf.get("evaluation_num_workers") or 0)
+        if cf.get("evaluation_interval") or n_eval:
+            bundles += [worker_bundle(eval_cf) for _ in range(n_eval)]
+        return ResourceRequest(bundles=bundles, strategy=cf.get("placement_strategy") or "PACK")
+
     def _make_evaluation_workers(self) -> WorkerSet:
         extra = copy.deepcopy(self.config["evaluation_config"])
         if extra.get("in_evaluation") is False:
@@ -147,8 +229,9 @@ class Trainer:
                              "with in_evaluation=True")
         eval_config = merge_dicts(self.config, extra)
         validate_config(eval_config)
-        # Evaluation always runs whole episodes.
-        eval_config.update({"batch_mode": "complete_episodes", "in_evaluation": True})
+        # Evaluation always runs whole episodes, with the weights it was given (no
+        # background sampling thread).
+        eval_config.update({"batch_mode": "complete_episodes", "in_evaluation": True, "sample_async": False})
         return self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class,
                                   config=eval_config, num_workers=self.config["evaluation_num_workers"])
 
@@ -159,21 +242,37 @@ class Trainer:
 
     def train(self) -> Dict[str, Any]:
         """Runs training steps for one iteration (at least `min_iter_time_s` seconds and
-        `timesteps_per_iteration` env steps) and returns the result dict."""
+        `timesteps_per_iteration` env steps) and returns the result dict.
+
+        A remote worker that dies (or raises) during the iteration is handled as the
+        reference does, up to `MAX_WORKER_FAILURE_RETRIES` times per call: with
+        `recreate_failed_workers` it is replaced by a new worker with the current weights
+        and filters; with `ignore_worker_failures` it is dropped and training goes on with
+        the others; with neither, `WorkerFailureError` is raised.
+        """
         start = time.time()
-        sampled_before = self.counters["num_env_steps_sampled"]
-        min_time = float(self.config.get("min_iter_time_s") or 0)
-        min_steps = int(self.config.get("timesteps_per_iteration") or 0)
-        while True:
-            learner_info = self.training_step()
-            steps = self.counters["num_env_steps_sampled"] - sampled_before
-            if time.time() - start >= min_time and steps >= min_steps:
+        result = None
+        for attempt in range(1 + MAX_WORKER_FAILURE_RETRIES):
+            iteration_before = self.iteration
+            try:
+                result = self._train_iteration(start)
                 break
-        self.iteration += 1
-        result = self._compile_result(learner_info, steps)
-        interval = self.config.get("evaluation_interval")
-        if interval and self.iteration % interval == 0:
-            result.update(self.evaluate())
+            except Exception as e:
+                if not is_worker_failure(e):
+                    raise
+                self.iteration = iteration_before
+                if not (self.config["ignore_worker_failures"] or self.config["recreate_failed_workers"]):
+                    raise WorkerFailureError(
+                        f"A remote worker failed during train(): {e}\nTo go on without it set "
+                        "'ignore_worker_failures': True; to replace it with a new worker set "
+                        "'recreate_failed_workers': True."
+                    ) from e
+                logger.warning("A remote worker failed during train() (attempt %d of %d); recovering: %s",
+                               attempt + 1, 1 + MAX_WORKER_FAILURE_RETRIES, str(e).splitlines()[0])
+                self._try_recover()
+        if result is None:
+            raise WorkerFailureError(f"train() failed {1 + MAX_WORKER_FAILURE_RETRIES} times in a row because "
+                                     "remote workers kept failing; see the warnings above")
         took = time.time() - start
         self._time_total += took
         result["time_this_iter_s"] = took
@@ -182,9 +281,68 @@ class Trainer:
         self._result_logger.on_result(result)
         return result
 
-    def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
+    def _train_iteration(self, start: float) -> Dict[str, Any]:
+        """One iteration: training steps (beside an evaluation thread when
+        `evaluation_parallel_to_training`), filter sync, metrics, evaluation."""
+        interval = self.config.get("evaluation_interval")
+        evaluate_now = bool(interval) and (self.iteration + 1) % interval == 0
+        if evaluate_now and self.config.get("evaluation_parallel_to_training"):
+            # Weights and filters go to the evaluation workers before learning starts, so the
+            # thread never reads them while training_step changes them.
+            self._sync_evaluation_workers()
+            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlfleet-evaluation") as pool:
+                future = pool.submit(self._run_evaluation)
+                learner_info, steps = self._run_training_steps(start)
+                evaluation = future.result()
+        else:
+            learner_info, steps = self._run_training_steps(start)
+            evaluation = None
+        self._sync_filters_if_needed(self.workers)
+        self.iteration += 1
+        result = self._compile_result(learner_info, steps)
+        if evaluate_now:
+            result.update(evaluation if evaluation is not None else self.evaluate())
+        return result
+
+    def _run_training_steps(self, start: float):
+        sampled_before = self.counters["num_env_steps_sampled"]
+        min_time = float(self.config.get("min_iter_time_s") or 0)
+        min_steps = int(self.config.get("timesteps_per_iteration") or 0)
+        while True:
+            learner_info = self.training_step()
+            steps = self.counters["num_env_steps_sampled"] - sampled_before
+            if time.time() - start >= min_time and steps >= min_steps:
+                return learner_info, steps
+
+    def _sync_filters_if_needed(self, workers: WorkerSet) -> None:
+        """Merges the remote workers' filter buffers into the local filters and, with
+        `synchronize_filters`, sends the merged filters back (the reference's FilterManager)."""
+        if self.config.get("observation_filter", "NoFilter") != "NoFilter" and workers.remote_workers():
+            FilterManager.synchronize_remote(workers.local_worker().filters, workers.remote_workers(),
+                                             update_remote=self.config["synchronize_filters"])
+
+    def _try_recover(self) -> None:
+        """Health-checks the remote workers (training and evaluation), drops the failed ones
+        and, with `recreate_failed_workers`, starts replacements with the current weights
+        and filters. Raises when no healthy remote worker is left."""
         local = self.workers.local_worker()
-        new_episodes = local.get_metrics()
+        for name, worker_set in (("rollout", self.workers), ("evaluation", self.evaluation_workers)):
+            if worker_set is None or not worker_set.remote_workers():
+                continue
+            failed = worker_set.remove_unhealthy_workers()
+            if not failed:
+                continue
+            if self.config["recreate_failed_workers"]:
+                logger.warning("Recreating %s worker(s) %s", name, failed)
+                worker_set.recreate_workers(failed, from_worker=local, global_vars=self._global_vars())
+            elif not worker_set.remote_workers():
+                raise WorkerFailureError(
+                    f"No healthy remote {name} worker is left (worker(s) {failed} failed); cannot continue. "
+                    "Set 'recreate_failed_workers': True to replace failed workers."
+                )
+
+    def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
+        new_episodes, perfs = self.workers.collect_metrics(self.config.get("collect_metrics_timeout"))
         self._episodes_total += len(new_episodes)
         self._episode_history.extend(new_episodes)
         result = summarize_episodes(list(self._episode_history), new_episodes=len(new_episodes))
@@ -197,7 +355,7 @@ class Trainer:
             training_iteration=self.iteration,
             num_healthy_workers=self.workers.num_remote_workers(),
             info={"learner": learner_info, **self.counters},
-            sampler_perf=merge_perf([local.perf_stats()]),
+            sampler_perf=merge_perf(perfs),
             date=now.strftime("%Y-%m-%d_%H-%M-%S"),
             timestamp=int(now.timestamp()),
             done=False,
@@ -212,21 +370,44 @@ class Trainer:
 
     def evaluate(self) -> Dict[str, Any]:
         """Runs `evaluation_num_episodes` episodes under `evaluation_config` with the
-        current weights and filters; returns `{"evaluation": metrics}`."""
+        current weights and filters; returns `{"evaluation": metrics}`.
+
+        With `evaluation_num_workers > 0` the episodes are shared out among the remote
+        evaluation workers, which run them in parallel; else the evaluation worker set's
+        local worker runs them.
+        """
+        self._sync_evaluation_workers()
+        return self._run_evaluation()
+
+    def _sync_evaluation_workers(self) -> None:
+        """The evaluation workers get the current weights (one `ray.put`) and filters."""
         if self.evaluation_workers is None:
             self.evaluation_workers = self._make_evaluation_workers()
         local = self.workers.local_worker()
-        for worker in self.evaluation_workers.foreach_worker(lambda w: w):
-            worker.set_weights(local.get_weights())
-            worker.sync_filters(local.get_filters())
+        self.evaluation_workers.sync_weights(from_worker=local)
+        self.evaluation_workers.sync_filters(local.get_filters())
+
+    def _run_evaluation(self) -> Dict[str, Any]:
         if self.config.get("custom_eval_function"):
             metrics = self.config["custom_eval_function"](self, self.evaluation_workers)
             if not metrics or not isinstance(metrics, dict):
                 raise ValueError(f"`custom_eval_function` must return a non-empty dict of metrics, got {metrics!r}")
             return {"evaluation": metrics}
-        eval_worker = self.evaluation_workers.local_worker()
-        episodes = eval_worker.sample_episodes(int(self.config["evaluation_num_episodes"]))
-        eval_worker.get_metrics()  # drop: they are `episodes` already
+        num_episodes = int(self.config["evaluation_num_episodes"])
+        remote = self.evaluation_workers.remote_workers()
+        if not remote:
+            eval_worker = self.evaluation_workers.local_worker()
+            episodes = eval_worker.sample_episodes(num_episodes)
+            eval_worker.get_metrics()  # drop: they are `episodes` already
+            return {"evaluation": summarize_episodes(episodes)}
+        # Share the episodes out (the first workers take one more when they do not divide
+        # evenly); each worker runs its share to the end, all in parallel.
+        from rlfleet.utils.ray_utils import import_ray
+
+        ray = import_ray()
+        per_worker = [num_episodes // len(remote) + (i < num_episodes % len(remote)) for i in range(len(remote))]
+        refs = [w.apply.remote(_evaluation_episodes, n) for w, n in zip(remote, per_worker) if n > 0]
+        episodes = [e for eps in ray.get(refs) for e in eps]
         return {"evaluation": summarize_episodes(episodes)}
 
     # --- acting ------------------------------------------------------------------

@@ -325,7 +325,8 @@ class TorchPolicy(Policy):
                 raise ValueError(
                     f"weight {name!r} has shape {tuple(np.shape(value))}, the model expects {tuple(own[name].shape)}"
                 )
-        self.model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
+        # np.array copies: weights from Ray's object store arrive as read-only views.
+        self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
 
     def get_state(self) -> Dict[str, Any]:
         state = super().get_state()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
@@ -18,6 +19,7 @@ from rlfleet.env.wrappers.atari import with_atari_preprocessing
 from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import derive_seed
+from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.sampler import SingleAgentSampler
 from rlfleet.utils.filters import get_filter
@@ -55,6 +57,10 @@ class RolloutWorker:
             if worker_index > 0:
                 os.environ[str(key)] = str(value)
         self.config = config
+        # Held while a batch is collected in the background (sample_async), and by whatever
+        # reads or replaces filters and metrics meanwhile.
+        self._lock = threading.Lock()
+        self._async: Optional[AsyncSampling] = None
         self.worker_index = worker_index
         self.num_workers = num_workers
         self.env_context = EnvContext(config.get("env_config") or {}, worker_index=worker_index,
@@ -68,15 +74,22 @@ class RolloutWorker:
         if env_creator is not None:
             # Atari image envs get the DeepMind (or generic) preprocessing `preprocessor_pref` asks for.
             env_creator = with_atari_preprocessing(env_creator, config)
-            envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
             seeds = [None if seed is None else derive_seed(seed, worker_index, i) & 0xFFFFFFFF for i in range(num_envs)]
-            self.env = VectorEnv(
-                envs,
+            episode_rules = dict(
                 horizon=config.get("horizon"),
                 soft_horizon=bool(config.get("soft_horizon")),
                 no_done_at_end=bool(config.get("no_done_at_end")),
                 seeds=seeds,
             )
+            if config.get("remote_worker_envs"):
+                from rlfleet.env.remote_vector_env import RemoteVectorEnv
+
+                contexts = [self.env_context.copy_with_overrides(vector_index=i, remote=True) for i in range(num_envs)]
+                self.env = RemoteVectorEnv(env_creator, contexts, batch_wait_ms=config.get("remote_env_batch_wait_ms", 0),
+                                           **episode_rules)
+            else:
+                envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
+                self.env = VectorEnv(envs, **episode_rules)
             obs_space = obs_space or self.env.observation_space
             act_space = act_space or self.env.action_space
         if obs_space is None or act_space is None:
@@ -97,17 +110,23 @@ class RolloutWorker:
         self.policies_to_train = [DEFAULT_POLICY_ID]
         self.sampler: Optional[SingleAgentSampler] = None
         if self.env is not None:
+            # sample_async: the background thread acts with its own copy of the policy (see
+            # async_sampler.py), so learning on `policy` never races with acting.
+            acting = policy_class(preprocessor.observation_space, act_space, policy_config) \
+                if config.get("sample_async") else policy
             self.sampler = SingleAgentSampler(
                 worker=self,
                 vector_env=self.env,
-                policy=policy,
+                policy=acting,
                 preprocessor=preprocessor,
                 obs_filter=self.filters[DEFAULT_POLICY_ID],
                 callbacks=self.callbacks,
                 config=config,
                 episode_id_base=worker_index << 40,
-                is_atari=_is_atari(self.env.envs[0]),
+                is_atari=self.env.is_atari if hasattr(self.env, "is_atari") else _is_atari(self.env.envs[0]),
             )
+            if acting is not policy:
+                self._async = AsyncSampling(self.sampler.sample, self._sync_acting_policy, self._lock)
 
     # --- sampling ----------------------------------------------------------------
     def sample(self) -> SampleBatch:
@@ -117,7 +136,7 @@ class RolloutWorker:
                 "This RolloutWorker has no env to sample from (no `env` configured, or the "
                 "local worker was built without one: set `create_env_on_driver=True`)"
             )
-        batch = self.sampler.sample()
+        batch = self._async.next() if self._async is not None else self.sampler.sample()
         if self.callbacks.overrides("on_sample_end"):
             self.callbacks.on_sample_end(worker=self, samples=batch)
         return batch
@@ -130,11 +149,23 @@ class RolloutWorker:
         """Runs `num_episodes` episodes; returns their metrics (used for evaluation)."""
         if self.sampler is None:
             self.sample()  # raises the no-env error
-        return self.sampler.sample_episodes(num_episodes)
+        with self._lock:
+            if self._async is not None:
+                self._sync_acting_policy()
+            return self.sampler.sample_episodes(num_episodes)
+
+    def _sync_acting_policy(self) -> None:
+        """sample_async: copies the learner's weights and timestep into the acting copy."""
+        main, acting = self.policy_map[DEFAULT_POLICY_ID], self.sampler.policy
+        acting.set_weights(main.get_weights())
+        acting.on_global_var_update({"timestep": main.global_timestep})
 
     def get_metrics(self) -> List[RolloutMetrics]:
         """Finished episodes since the last call."""
-        return self.sampler.pop_metrics() if self.sampler is not None else []
+        if self.sampler is None:
+            return []
+        with self._lock:
+            return self.sampler.pop_metrics()
 
     def perf_stats(self) -> Dict[str, float]:
         return self.sampler.perf_stats() if self.sampler is not None else {}
@@ -169,22 +200,25 @@ class RolloutWorker:
         for policy in self.policy_map.values():
             policy.on_global_var_update(global_vars)
         if self.sampler is not None:
-            self.sampler.steps_since_sync = 0
+            with self._lock:
+                self.sampler.steps_since_sync = 0
 
     def learn_on_batch(self, batch: SampleBatch) -> Dict[str, Any]:
         return {pid: self.policy_map[pid].learn_on_batch(batch) for pid in self.policies_to_train}
 
     # --- filters -----------------------------------------------------------------
     def get_filters(self, flush_after: bool = False) -> Dict[str, Any]:
-        out = {pid: f.copy() for pid, f in self.filters.items()}
-        if flush_after:
-            for f in self.filters.values():
-                f.clear_buffer()
+        with self._lock:
+            out = {pid: f.copy() for pid, f in self.filters.items()}
+            if flush_after:
+                for f in self.filters.values():
+                    f.clear_buffer()
         return out
 
     def sync_filters(self, new_filters: Dict[str, Any]) -> None:
-        for pid, f in new_filters.items():
-            self.filters[pid].sync(f)
+        with self._lock:
+            for pid, f in new_filters.items():
+                self.filters[pid].sync(f)
 
     # --- state -------------------------------------------------------------------
     def get_state(self) -> Dict[str, Any]:
@@ -203,5 +237,7 @@ class RolloutWorker:
         return fn(self, *args)
 
     def stop(self) -> None:
+        if self._async is not None:
+            self._async.stop()
         if self.env is not None:
             self.env.close()

@@ -1,9 +1,46 @@
-"""WorkerSet: the local worker plus (in the distributed setting) remote ones."""
+"""WorkerSet: the local worker plus `num_workers` remote ones (Ray actors).
+
+A remote worker is the same `RolloutWorker` class wrapped with `ray.remote`, nothing more.
+Ray is imported and started only when a WorkerSet with remote workers is built (see
+`rlfleet.utils.ray_utils.init_ray`).
+
+Remote workers are kept in worker-index order, and everything gathered from them
+(samples, metrics, filters) is taken in that order, never in completion order, so a
+seeded run repeats exactly.
+"""
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+import logging
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.rollout_worker import RolloutWorker
+from rlfleet.utils.ray_utils import init_ray, started_here
+
+logger = logging.getLogger(__name__)
+
+
+# Module-level so that Ray pickles them by reference (a lambda would be shipped per call).
+def _env_spaces(worker: RolloutWorker):
+    return (worker.env.observation_space, worker.env.action_space) if worker.env is not None else (None, None)
+
+
+def _metrics_and_perf(worker: RolloutWorker):
+    return worker.get_metrics(), worker.perf_stats()
+
+
+def _noop(worker: RolloutWorker) -> None:
+    return None
+
+
+def _health_probe(worker: RolloutWorker) -> int:
+    # As the reference: a worker is healthy if it can still sample (a dead process, or an
+    # env that keeps raising, is not).
+    return worker.sample().count if worker.sampler is not None else 0
+
+
+def _actor_key(handle) -> Any:
+    return handle._actor_id.hex()
 
 
 class WorkerSet:
@@ -14,45 +51,274 @@ class WorkerSet:
         policy_class: the Policy subclass.
         trainer_config: the validated config.
         num_workers: remote workers to start (0: sample in this process).
+        logdir: the trainer's results folder.
     """
 
     def __init__(self, *, env_creator, policy_class: type, trainer_config: dict, num_workers: int = 0,
                  logdir: Optional[str] = None):
-        if num_workers:
-            raise ValueError(
-                f"'num_workers': {num_workers} is not available yet in this version of rlfleet "
-                "(needs remote workers on Ray); use the default 0"
-            )
         self.config = trainer_config
         self.logdir = logdir
-        self._local = RolloutWorker(
-            env_creator=env_creator, policy_class=policy_class, config=trainer_config,
-            worker_index=0, num_workers=num_workers,
-        )
+        self._env_creator = env_creator
+        self._policy_class = policy_class
+        self._num_workers = int(num_workers)
         self._remote: List[Any] = []
+        self._remote_index: List[int] = []
+        self._remote_cls = None
+        self._ray = None
+        self._pending_metrics: List[Any] = []
+        self._local: Optional[RolloutWorker] = None
 
+        local_config, local_env_creator = trainer_config, env_creator
+        try:
+            if num_workers > 0:
+                self.add_workers(num_workers)
+                self._wait_until_scheduled()
+                if not trainer_config.get("create_env_on_driver"):
+                    # As the reference: the local worker only learns, so it has no env; it
+                    # builds its policy from the spaces of a remote worker's env.
+                    local_env_creator = None
+                    obs_space, act_space = trainer_config.get("observation_space"), trainer_config.get("action_space")
+                    if env_creator is not None and (obs_space is None or act_space is None):
+                        env_obs, env_act = self._ray.get(self._remote[0].apply.remote(_env_spaces))
+                        local_config = dict(trainer_config, observation_space=obs_space or env_obs,
+                                            action_space=act_space or env_act)
+            self._local = RolloutWorker(
+                env_creator=local_env_creator, policy_class=policy_class, config=local_config,
+                worker_index=0, num_workers=num_workers,
+            )
+        except BaseException:
+            for handle in self._remote:  # do not leave actors behind
+                self._ray.kill(handle)
+            raise
+
+    # --- access ------------------------------------------------------------------
     def local_worker(self) -> RolloutWorker:
         return self._local
 
     def remote_workers(self) -> List[Any]:
+        """The remote workers' actor handles, in worker-index order."""
         return list(self._remote)
+
+    def remote_worker_indices(self) -> List[int]:
+        """The `worker_index` of each remote worker (a recreated worker keeps its index)."""
+        return list(self._remote_index)
 
     def num_remote_workers(self) -> int:
         return len(self._remote)
 
+    # --- calls on every worker -----------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list:
-        return [fn(self._local)]
+        """`fn(worker)` on the local worker, then on each remote worker (in parallel)."""
+        out = [fn(self._local)]
+        if self._remote:
+            out += self._ray.get([w.apply.remote(fn) for w in self._remote])
+        return out
 
     def foreach_worker_with_index(self, fn: Callable[[RolloutWorker, int], Any]) -> list:
-        return [fn(self._local, 0)]
+        """`fn(worker, worker_index)`: 0 for the local worker, 1.. for the remote ones."""
+        out = [fn(self._local, 0)]
+        if self._remote:
+            out += self._ray.get([w.apply.remote(fn, i) for w, i in zip(self._remote, self._remote_index)])
+        return out
 
     def foreach_policy(self, fn: Callable) -> list:
-        return [r for results in self.foreach_worker(lambda w: w.foreach_policy(fn)) for r in results]
+        """`fn(policy, policy_id)` for every policy of every worker, flattened."""
+        out = list(self._local.foreach_policy(fn))
+        if self._remote:
+            for results in self._ray.get([w.foreach_policy.remote(fn) for w in self._remote]):
+                out.extend(results)
+        return out
 
-    def sync_weights(self, policies: Optional[List[str]] = None, global_vars: Optional[dict] = None) -> None:
-        """Pushes the local weights (and global vars) to every other worker."""
+    # --- weights, filters, metrics -------------------------------------------------
+    def sync_weights(self, policies: Optional[List[str]] = None, from_worker: Optional[RolloutWorker] = None,
+                     global_vars: Optional[dict] = None) -> None:
+        """Pushes the weights of `from_worker` (default: the local worker) and the global
+        vars to every other worker: one `ray.put`, read by all remote workers.
+
+        The remote calls are not awaited: each actor runs them before its next `sample()`.
+        """
+        source = from_worker or self._local
+        weights = None
+        if self._remote:
+            weights = source.get_weights(policies)
+            ref = self._ray.put(weights)
+            for w in self._remote:
+                w.set_weights.remote(ref, global_vars)
+        if source is not self._local:
+            self._local.set_weights(weights if weights is not None else source.get_weights(policies))
         if global_vars:
             self._local.set_global_vars(global_vars)
 
+    def sync_filters(self, filters: Dict[str, Any]) -> None:
+        """Makes every worker's filters equal to `filters` (one `ray.put` for all remotes)."""
+        self._local.sync_filters(filters)
+        if self._remote:
+            ref = self._ray.put(filters)
+            self._ray.get([w.sync_filters.remote(ref) for w in self._remote])
+
+    def collect_metrics(self, timeout_s: Optional[float] = None) -> Tuple[List[RolloutMetrics], List[Dict[str, float]]]:
+        """Finished episodes and sampler perf stats of every worker since the last call.
+
+        Remote answers that take longer than `timeout_s` are kept and counted next time
+        (`collect_metrics_timeout`).
+        """
+        episodes = list(self._local.get_metrics())
+        # With remote workers the local worker does not sample (even with an env on the
+        # driver), so its zeros would only dilute the averages.
+        perfs = [self._local.perf_stats()] if self._local.sampler is not None and not self._remote else []
+        if not self._remote and not self._pending_metrics:
+            return episodes, perfs
+        refs = self._pending_metrics + [w.apply.remote(_metrics_and_perf) for w in self._remote]
+        self._pending_metrics = []
+        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        ready_set = set(ready)
+        late = [r for r in refs if r not in ready_set]
+        # In list order (workers in index order), not in the order they answered.
+        results = self._ray.get([r for r in refs if r in ready_set])
+        self._pending_metrics = late
+        if late:
+            logger.warning("%d remote worker(s) did not report metrics within collect_metrics_timeout=%ss; "
+                           "their episodes count in a later iteration", len(late), timeout_s)
+        for eps, perf in results:
+            episodes.extend(eps)
+            perfs.append(perf)
+        return episodes, perfs
+
+    # --- membership --------------------------------------------------------------
+    def add_workers(self, num_workers: int) -> None:
+        """Starts `num_workers` more remote workers (indices after the highest in use)."""
+        start = max(self._remote_index, default=0) + 1
+        self._add(list(range(start, start + int(num_workers))))
+
+    def _add(self, indices: Sequence[int]) -> List[Any]:
+        cfg = self.config
+        if self._ray is None:
+            self._ray = init_ray(num_cpus=_cpus_wanted(cfg, self._num_workers))
+            _check_resources(self._ray, cfg, len(indices))
+        ray = self._ray
+        if self._remote_cls is None:
+            self._remote_cls = ray.remote(RolloutWorker)
+        options: Dict[str, Any] = {
+            "num_cpus": cfg["num_cpus_per_worker"],
+            "num_gpus": cfg["num_gpus_per_worker"],
+            "max_restarts": 0,  # failures are handled by the trainer (ignore/recreate)
+        }
+        if cfg.get("custom_resources_per_worker"):
+            options["resources"] = dict(cfg["custom_resources_per_worker"])
+        env_vars = {str(k): str(v) for k, v in (cfg.get("extra_python_environs_for_worker") or {}).items()}
+        if env_vars:
+            # Set before the worker process imports anything (e.g. OMP_NUM_THREADS).
+            options["runtime_env"] = {"env_vars": env_vars}
+        config_ref = ray.put(cfg)
+        new = [
+            self._remote_cls.options(**options).remote(
+                env_creator=self._env_creator, policy_class=self._policy_class, config=config_ref,
+                worker_index=i, num_workers=self._num_workers,
+            )
+            for i in indices
+        ]
+        for handle, index in zip(new, indices):
+            self._remote.append(handle)
+            self._remote_index.append(index)
+        order = sorted(range(len(self._remote)), key=lambda k: self._remote_index[k])
+        self._remote = [self._remote[k] for k in order]
+        self._remote_index = [self._remote_index[k] for k in order]
+        return new
+
+    def _wait_until_scheduled(self, warn_after_s: float = 30.0) -> None:
+        """Waits for the remote workers to start; says why when that takes long (most often
+        the cluster lacks the CPUs/GPUs/custom resources they ask for)."""
+        ray = self._ray
+        refs = [w.apply.remote(_noop) for w in self._remote]
+        _, pending = ray.wait(refs, num_returns=len(refs), timeout=warn_after_s)
+        if pending:
+            cfg = self.config
+            logger.warning(
+                "%d of %d remote workers have not started after %.0fs. Each asks for num_cpus_per_worker=%s, "
+                "num_gpus_per_worker=%s, custom_resources_per_worker=%s; the cluster has %s available. Waiting.",
+                len(pending), len(refs), warn_after_s, cfg["num_cpus_per_worker"], cfg["num_gpus_per_worker"],
+                cfg.get("custom_resources_per_worker") or {}, ray.available_resources())
+        ray.get(refs)
+
+    def reset(self, healthy_workers: List[Any]) -> None:
+        """Keeps only `healthy_workers` (actor handles) as the remote workers."""
+        keep = {_actor_key(h) for h in healthy_workers}
+        pairs = [(h, i) for h, i in zip(self._remote, self._remote_index) if _actor_key(h) in keep]
+        self._remote = [h for h, _ in pairs]
+        self._remote_index = [i for _, i in pairs]
+        self._pending_metrics = []
+
+    def remove_unhealthy_workers(self) -> List[int]:
+        """Health-checks every remote worker (one `sample()` each, in parallel), kills and
+        drops the ones that fail, and returns their worker indices."""
+        if not self._remote:
+            return []
+        ray = self._ray
+        checks = [w.apply.remote(_health_probe) for w in self._remote]
+        healthy, failed = [], []
+        for handle, index, ref in zip(self._remote, self._remote_index, checks):
+            try:
+                ray.get(ref)
+                healthy.append(handle)
+            except ray.exceptions.RayError as e:
+                logger.warning("Removing unhealthy remote worker %d: %s", index, str(e).splitlines()[0])
+                failed.append(index)
+                try:
+                    ray.kill(handle)
+                except Exception:  # already gone
+                    pass
+        self.reset(healthy)
+        return failed
+
+    def recreate_workers(self, indices: Sequence[int], from_worker: RolloutWorker,
+                         global_vars: Optional[dict] = None) -> None:
+        """Starts replacements for the workers `indices` (same worker index, so the same
+        seeds) and gives them the weights and filters of `from_worker`."""
+        new = self._add(list(indices))
+        weights = self._ray.put(from_worker.get_weights())
+        filters = self._ray.put(from_worker.get_filters())
+        self._ray.get([w.set_weights.remote(weights, global_vars) for w in new]
+                      + [w.sync_filters.remote(filters) for w in new])
+
     def stop(self) -> None:
-        self._local.stop()
+        """Stops the local worker and every remote worker (and their remote envs)."""
+        if self._local is not None:
+            self._local.stop()
+        if not self._remote:
+            return
+        ray = self._ray
+        refs = [w.stop.remote() for w in self._remote]
+        ray.wait(refs, num_returns=len(refs), timeout=10)
+        for w in self._remote:
+            try:
+                ray.kill(w)
+            except Exception:  # already gone
+                pass
+        self._remote, self._remote_index, self._pending_metrics = [], [], []
+
+
+def _cpus_wanted(config: dict, num_workers: int) -> float:
+    """Logical CPUs the remote workers of this trainer ask for (incl. evaluation workers)."""
+    cpus = num_workers * float(config["num_cpus_per_worker"])
+    if not config.get("in_evaluation"):
+        eval_cfg = config.get("evaluation_config") or {}
+        cpus += int(config.get("evaluation_num_workers") or 0) * float(
+            eval_cfg.get("num_cpus_per_worker", config["num_cpus_per_worker"]))
+    return cpus
+
+
+def _check_resources(ray, config: dict, num_workers: int) -> None:
+    """GPUs and custom resources the workers ask for must exist, else actors wait forever."""
+    wanted = {"GPU": num_workers * float(config["num_gpus_per_worker"])}
+    for name, amount in (config.get("custom_resources_per_worker") or {}).items():
+        wanted[name] = num_workers * float(amount)
+    have = ray.cluster_resources()
+    for name, amount in wanted.items():
+        if amount > 0 and have.get(name, 0) < amount:
+            key = "num_gpus_per_worker" if name == "GPU" else "custom_resources_per_worker"
+            message = (f"'{key}' asks for {amount:g} {name} in total for {num_workers} remote workers, but the "
+                       f"Ray cluster has {have.get(name, 0):g}")
+            if started_here():
+                raise ValueError(message + " (a local Ray started by rlfleet: set RAY_ADDRESS to a cluster "
+                                           "that has them, or lower the request)")
+            logger.warning("%s; the workers wait until the cluster provides them (e.g. an autoscaler).", message)

@@ -1,0 +1,80 @@
+"""Ray, imported and started only when something remote is asked for.
+
+`import rlfleet` never imports Ray. The first remote worker, remote env or evaluation
+worker calls `init_ray()`, which:
+
+- reuses a Ray the user already initialised;
+- joins the cluster named by `RAY_ADDRESS` when that is set;
+- else starts a local Ray that exposes nothing on the network: it binds 127.0.0.1 and runs
+  no dashboard.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from typing import Any, Optional
+
+logger = logging.getLogger(__name__)
+
+# Set before Ray is first imported (Ray reads it at import time); on Linux it is the
+# default anyway. A value the user set is kept.
+_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+# Whether rlfleet started the running Ray itself (then it knows the resources are fixed).
+_started_here = False
+
+
+def import_ray():
+    """Imports Ray (an optional dependency: `pip install 'rlfleet[ray]'`)."""
+    if "ray" not in sys.modules:
+        os.environ.setdefault(_LOOPBACK_ENV, "0")
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "Remote workers, remote envs and evaluation workers need Ray: pip install 'rlfleet[ray]' "
+            "(or set num_workers, evaluation_num_workers and remote_worker_envs back to their defaults)"
+        ) from e
+    return ray
+
+
+def init_ray(num_cpus: Optional[float] = None):
+    """Returns the `ray` module with Ray running (see the module docstring for which Ray).
+
+    Args:
+        num_cpus: logical CPUs the caller's actors ask for; a local Ray started here gets at
+            least this many (more than the machine's cores oversubscribes them, with a warning).
+    """
+    global _started_here
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        logger.info("Joining the Ray cluster at RAY_ADDRESS=%s", address)
+        ray.init(address=address, include_dashboard=False)
+        return ray
+    cores = os.cpu_count() or 1
+    want = cores if num_cpus is None else max(cores, int(math.ceil(num_cpus)))
+    if want > cores:
+        logger.warning("The remote workers ask for %s CPUs but this machine has %d cores; starting a local "
+                       "Ray with %d logical CPUs (they will share the cores)", num_cpus, cores, want)
+    ray.init(num_cpus=want, include_dashboard=False, _node_ip_address="127.0.0.1")
+    _started_here = True
+    return ray
+
+
+def started_here() -> bool:
+    """Whether the running Ray is a local one that `init_ray` started (fixed resources)."""
+    return _started_here
+
+
+def is_worker_failure(error: BaseException) -> bool:
+    """Whether `error` comes from a remote worker (its process died, or it raised)."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return False
+    exceptions: Any = getattr(ray, "exceptions", None)
+    return exceptions is not None and isinstance(error, exceptions.RayError)
