@@ -377,8 +377,7 @@ def test_policies_default_forms(policies):
     assert cfg["multiagent"]["policies"] == {"default_policy": PolicySpec(None, None, None, {})}
 
 
-def test_policies_tuple_to_policyspec(monkeypatch):
-    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "multiagent.policies")
+def test_policies_tuple_to_policyspec():
     cfg = validated(multiagent={"policies": {"a": (None, "obs", "act", None),
                                              "b": [None, None, None, {"lr": 1.0}],
                                              "c": PolicySpec()},
@@ -476,9 +475,7 @@ def test_deprecated_keys_accepted_by_strict_merge():
 # --- not yet available -------------------------------------------------------------------------
 NON_DEFAULT = {
     "num_gpus": 1, "_fake_gpus": True, "input": "/tmp/data",
-    "output": "logdir", "multiagent.policies": {"a": PolicySpec(), "b": PolicySpec()},
-    "multiagent.policy_mapping_fn": lambda aid, *a, **k: "a",
-    "multiagent.observation_fn": lambda **kw: None, "multiagent.policies_to_train": ["a"],
+    "output": "logdir",
     "model.use_attention": True,
     "compress_observations": True, "record_env": True, "render_env": True,
     "env_task_fn": lambda *a: None, "fake_sampler": True, "sample_collector": object,

@@ -25,6 +25,9 @@ _LAZY = {
     "SampleBatch": ("rlfleet.policy.sample_batch", "SampleBatch"),
     "MultiAgentBatch": ("rlfleet.policy.sample_batch", "MultiAgentBatch"),
     "PolicySpec": ("rlfleet.policy.policy_spec", "PolicySpec"),
+    "PolicyMap": ("rlfleet.policy.policy_map", "PolicyMap"),
+    "MultiAgentEnv": ("rlfleet.env.multi_agent_env", "MultiAgentEnv"),
+    "make_multi_agent": ("rlfleet.env.multi_agent_env", "make_multi_agent"),
     "RolloutWorker": ("rlfleet.rollout.rollout_worker", "RolloutWorker"),
     "WorkerSet": ("rlfleet.rollout.worker_set", "WorkerSet"),
 }

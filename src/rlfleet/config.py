@@ -217,6 +217,23 @@ def _policies(v: Any) -> Dict[str, Any]:
     return out
 
 
+def _callable_or_none(signature: str) -> Check:
+    def check(v: Any) -> Any:
+        if v is None or callable(v):
+            return v
+        raise _Invalid(f"None or a function {signature}")
+
+    return check
+
+
+def _policy_ids(v: Any) -> Any:
+    if v is None:
+        return v
+    if isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(p, str) for p in v):
+        return list(v)
+    raise _Invalid("None (train all policies) or a list of policy ids (str)")
+
+
 # ---------------------------------------------------------------------------------------
 # Declarations.
 # ---------------------------------------------------------------------------------------
@@ -410,9 +427,13 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("multiagent.policy_map_capacity", 100, "Policies kept in memory before spilling the LRU ones.",
           _int(1)),
         K("multiagent.policy_map_cache", None, "Folder for spilled policies; None is the results folder."),
-        K("multiagent.policy_mapping_fn", None, "fn(agent_id, episode, worker) -> policy_id."),
-        K("multiagent.policies_to_train", None, "Ids of the policies to train; None trains all."),
-        K("multiagent.observation_fn", None, "fn that rewrites agents' observations before acting."),
+        K("multiagent.policy_mapping_fn", None, "fn(agent_id, episode, worker, **kwargs) -> policy_id; "
+          "None maps every agent to 'default_policy' (or to the only policy).",
+          _callable_or_none("(agent_id, episode, worker, **kwargs) -> policy_id")),
+        K("multiagent.policies_to_train", None, "Ids of the policies to train; None trains all.", _policy_ids),
+        K("multiagent.observation_fn", None, "fn(agent_obs, worker, base_env, policies, episode) -> new "
+          "{agent_id: obs}, applied before the policies see the observations.",
+          _callable_or_none("(agent_obs, worker, base_env, policies, episode) -> {agent_id: obs}")),
         K("multiagent.replay_mode", "independent", "Replay transitions per policy ('independent') or "
           "all agents of a timestep together ('lockstep').", _one_of("independent", "lockstep")),
         K("multiagent.count_steps_by", "env_steps", "Batch size counts env steps or agent steps.",
@@ -482,10 +503,6 @@ NOT_YET_AVAILABLE: Dict[str, str] = {
     "_fake_gpus": "needs multi-GPU learning",
     "input": "needs offline input readers",
     "output": "needs offline output writers",
-    "multiagent.policies": "needs multi-agent training",
-    "multiagent.policy_mapping_fn": "needs multi-agent training",
-    "multiagent.observation_fn": "needs multi-agent training",
-    "multiagent.policies_to_train": "needs multi-agent training",
     "model.use_attention": "needs attention models",
     "compress_observations": "needs LZ4 observation compression",
     "record_env": "needs video recording",
@@ -500,10 +517,7 @@ NOT_YET_AVAILABLE: Dict[str, str] = {
 # is set, and those two are listed.
 
 # Where "non-default" is not plain inequality with the declared default.
-_IN_USE: Dict[str, Callable[[Any], bool]] = {
-    # The default policy alone (in any normalized form) is the single-agent case.
-    "multiagent.policies": lambda v: bool(v) and set(v) != {DEFAULT_POLICY_ID},
-}
+_IN_USE: Dict[str, Callable[[Any], bool]] = {}
 
 _MISSING = object()
 

@@ -153,6 +153,8 @@ class Trainer:
 
         self.logdir = logdir or make_logdir(self._name, self._env_id)
         os.makedirs(self.logdir, exist_ok=True)
+        if self.config["multiagent"].get("policy_map_cache") is None:  # None: under the results folder
+            self.config["multiagent"]["policy_map_cache"] = os.path.join(self.logdir, "policy_map_cache")
         self._result_logger = (logger_creator or (lambda cfg: UnifiedLogger(cfg, self.logdir)))(self.config)
 
         self.workers = self._make_workers(
@@ -500,6 +502,70 @@ class Trainer:
     def set_weights(self, weights: Dict[str, dict]) -> None:
         self.workers.local_worker().set_weights(weights)
         self.workers.sync_weights()
+
+    def add_policy(
+        self,
+        policy_id: str,
+        policy_cls: Optional[type] = None,
+        *,
+        observation_space=None,
+        action_space=None,
+        config: Optional[dict] = None,
+        policy_mapping_fn: Optional[Callable] = None,
+        policies_to_train: Optional[List[str]] = None,
+    ):
+        """Adds a policy to every worker (evaluation workers included) while training goes on.
+
+        Args:
+            policy_id: the new policy's id.
+            policy_cls: its Policy class (None: this trainer's default policy class).
+            observation_space: None: inferred from the env (an agent the mapping sends to it,
+                else the env's shared space).
+            action_space: likewise.
+            config: overrides merged over the trainer config for this policy.
+            policy_mapping_fn: the mapping from now on; episodes already running keep the
+                one they started with until they end.
+            policies_to_train: the new list of policies to train (None: unchanged, plus the
+                new policy when all policies train).
+
+        Returns:
+            The new policy (the local worker's copy). Remote copies get its weights.
+        """
+
+        def add(worker) -> None:
+            worker.add_policy(policy_id, policy_cls, observation_space=observation_space, action_space=action_space,
+                              config=config, policy_mapping_fn=policy_mapping_fn,
+                              policies_to_train=policies_to_train)
+
+        self.workers.foreach_worker(add)
+        if self.evaluation_workers is not None:
+            self.evaluation_workers.foreach_worker(add)
+        if self.workers.remote_workers():  # copies on other workers start from the local weights
+            self.workers.sync_weights(policies=[policy_id])
+        return self.get_policy(policy_id)
+
+    def remove_policy(
+        self,
+        policy_id: str = DEFAULT_POLICY_ID,
+        *,
+        policy_mapping_fn: Optional[Callable] = None,
+        policies_to_train: Optional[List[str]] = None,
+    ) -> None:
+        """Removes a policy from every worker (evaluation workers included).
+
+        Args:
+            policy_id: the policy to remove.
+            policy_mapping_fn: the mapping from now on (episodes running keep theirs and
+                finish with the removed policy; its samples are dropped).
+            policies_to_train: the new list (None: the old one without `policy_id`).
+        """
+
+        def remove(worker) -> None:
+            worker.remove_policy(policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
+
+        self.workers.foreach_worker(remove)
+        if self.evaluation_workers is not None:
+            self.evaluation_workers.foreach_worker(remove)
 
     def _global_vars(self) -> Dict[str, Any]:
         return {"timestep": self.counters["num_env_steps_sampled"]}

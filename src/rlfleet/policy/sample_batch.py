@@ -193,6 +193,30 @@ class MultiAgentBatch:
     def as_multi_agent(self) -> "MultiAgentBatch":
         return self
 
+    def timeslices(self, k: int) -> List["MultiAgentBatch"]:
+        """Splits into batches of `k` env steps, all agents' rows of one env step together
+        (a step is an `(eps_id, t)` pair): the unit of `replay_mode="lockstep"`."""
+        pids = [pid for pid, b in self.policy_batches.items() if b.count]
+        if not pids:
+            return []
+        parts = [self.policy_batches[pid] for pid in pids]
+        eps = np.concatenate([b[SampleBatch.EPS_ID] for b in parts])
+        t = np.concatenate([b[SampleBatch.T] for b in parts])
+        owner = np.concatenate([np.full(b.count, j) for j, b in enumerate(parts)])
+        row = np.concatenate([np.arange(b.count) for b in parts])
+        order = np.lexsort((row, owner, t, eps))
+        eps, t, owner, row = eps[order], t[order], owner[order], row[order]
+        new_step = np.ones(len(order), dtype=bool)
+        new_step[1:] = (eps[1:] != eps[:-1]) | (t[1:] != t[:-1])
+        slice_id = (np.cumsum(new_step) - 1) // int(k)
+        out = []
+        for s in range(int(slice_id[-1]) + 1):
+            sel = slice_id == s
+            batches = {pid: parts[j].take(row[sel & (owner == j)]) for j, pid in enumerate(pids)
+                       if np.any(sel & (owner == j))}
+            out.append(MultiAgentBatch(batches, int(new_step[sel].sum())))
+        return out
+
     def copy(self) -> "MultiAgentBatch":
         return MultiAgentBatch({k: v.copy() for k, v in self.policy_batches.items()}, self.count)
 

@@ -14,6 +14,8 @@ class RolloutMetrics:
     custom_metrics: Dict[str, float] = field(default_factory=dict)
     hist_data: Dict[str, List[float]] = field(default_factory=dict)
     media: Dict[str, Any] = field(default_factory=dict)
+    # Multi-agent episodes: {(agent_id, policy_id): summed reward}.
+    agent_rewards: Dict[Any, float] = field(default_factory=dict)
 
 
 class Episode:

@@ -6,6 +6,7 @@ from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
+from rlfleet.config import DEFAULT_POLICY_ID
 from rlfleet.rollout.episode import RolloutMetrics
 
 
@@ -26,7 +27,12 @@ def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | N
     custom: Dict[str, List[float]] = defaultdict(list)
     hist: Dict[str, List[float]] = {"episode_reward": rewards.tolist(), "episode_lengths": lengths.astype(int).tolist()}
     media: Dict[str, list] = defaultdict(list)
+    policy_rewards: Dict[str, List[float]] = defaultdict(list)
     for e in episodes:
+        for (_, policy_id), reward in e.agent_rewards.items():
+            # As the reference: the default policy (single-agent runs) is not listed.
+            if policy_id != DEFAULT_POLICY_ID:
+                policy_rewards[policy_id].append(reward)
         for name, value in e.custom_metrics.items():
             custom[name].append(value)
         for name, values in e.hist_data.items():
@@ -40,12 +46,17 @@ def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | N
         custom_stats[f"{name}_mean"] = float(np.mean(finite)) if len(finite) else float("nan")
         custom_stats[f"{name}_min"] = float(np.min(finite)) if len(finite) else float("nan")
         custom_stats[f"{name}_max"] = float(np.max(finite)) if len(finite) else float("nan")
+    for policy_id, values in policy_rewards.items():
+        hist[f"policy_{policy_id}_reward"] = values
     has = len(rewards) > 0
     return {
         "episode_reward_max": float(rewards.max()) if has else float("nan"),
         "episode_reward_min": float(rewards.min()) if has else float("nan"),
         "episode_reward_mean": float(rewards.mean()) if has else float("nan"),
         "episode_len_mean": float(lengths.mean()) if has else float("nan"),
+        "policy_reward_min": {pid: float(np.min(v)) for pid, v in policy_rewards.items()},
+        "policy_reward_max": {pid: float(np.max(v)) for pid, v in policy_rewards.items()},
+        "policy_reward_mean": {pid: float(np.mean(v)) for pid, v in policy_rewards.items()},
         "episodes_this_iter": len(episodes) if new_episodes is None else int(new_episodes),
         "custom_metrics": custom_stats,
         "hist_stats": hist,

@@ -20,6 +20,7 @@ from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import derive_seed
 from rlfleet.rollout.async_sampler import AsyncSampling
+from rlfleet.rollout import multi_agent_worker as _multi_agent
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.sampler import SingleAgentSampler
 from rlfleet.utils.filters import get_filter
@@ -68,6 +69,12 @@ class RolloutWorker:
         self.callbacks = config["callbacks"]()
         seed = config.get("seed")
         num_envs = int(config["num_envs_per_worker"])
+        # MultiAgentEnvs (and multi-agent policies) take the general path: multi_agent_worker.py.
+        done, env_creator = _multi_agent.init_multi_agent(
+            self, env_creator, policy_class, config,
+            [None if seed is None else derive_seed(seed, worker_index, i) & 0xFFFFFFFF for i in range(num_envs)])
+        if done:
+            return
 
         self.env: Optional[VectorEnv] = None
         obs_space, act_space = config.get("observation_space"), config.get("action_space")
@@ -204,7 +211,43 @@ class RolloutWorker:
                 self.sampler.steps_since_sync = 0
 
     def learn_on_batch(self, batch: SampleBatch) -> Dict[str, Any]:
-        return {pid: self.policy_map[pid].learn_on_batch(batch) for pid in self.policies_to_train}
+        batches = batch.as_multi_agent().policy_batches
+        return {pid: self.policy_map[pid].learn_on_batch(batches[pid])
+                for pid in self.policies_to_train if pid in batches}
+
+    # --- multi-agent: policies at run time (see multi_agent_worker.py) ---------------
+    def add_policy(self, policy_id: str, policy_cls: Optional[type] = None, observation_space=None,
+                   action_space=None, config: Optional[dict] = None, policy_config: Optional[dict] = None,
+                   policy_mapping_fn: Optional[Callable] = None, policies_to_train: Optional[List[str]] = None):
+        """Adds policy `policy_id` (built from `policy_cls`, default the trainer's class; None
+        spaces inferred from the env; `config` overrides merged over `policy_config`, default
+        this worker's config) and returns it.
+
+        Args:
+            policy_mapping_fn: the mapping from now on; episodes already running keep theirs.
+            policies_to_train: the new list (None: unchanged, plus the new policy when all train).
+        """
+        return _multi_agent.add_policy(
+            self, policy_id, policy_cls, observation_space=observation_space, action_space=action_space,
+            config=config, policy_config=policy_config, policy_mapping_fn=policy_mapping_fn,
+            policies_to_train=policies_to_train)
+
+    def remove_policy(self, policy_id: str = DEFAULT_POLICY_ID, policy_mapping_fn: Optional[Callable] = None,
+                      policies_to_train: Optional[List[str]] = None) -> None:
+        """Removes policy `policy_id`; running episodes that use it finish with it (their
+        samples for it are dropped)."""
+        _multi_agent.remove_policy(self, policy_id, policy_mapping_fn=policy_mapping_fn,
+                                   policies_to_train=policies_to_train)
+
+    def set_policy_mapping_fn(self, policy_mapping_fn: Callable) -> None:
+        """The mapping for episodes that start from now on."""
+        _multi_agent.ensure_multi_agent(self)
+        self.policy_mapping_fn = policy_mapping_fn
+
+    def set_policies_to_train(self, policies_to_train: List[str]) -> None:
+        _multi_agent.ensure_multi_agent(self)
+        self.policies_to_train = _multi_agent._check_to_train(self, policies_to_train)
+        self._train_all = False
 
     # --- filters -----------------------------------------------------------------
     def get_filters(self, flush_after: bool = False) -> Dict[str, Any]:
@@ -241,3 +284,5 @@ class RolloutWorker:
             self._async.stop()
         if self.env is not None:
             self.env.close()
+        if hasattr(self.policy_map, "close"):  # a PolicyMap: drop its spill folder
+            self.policy_map.close()

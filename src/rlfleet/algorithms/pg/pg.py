@@ -5,8 +5,8 @@ from typing import Any, Dict, Tuple
 
 import torch
 
-from rlfleet.algorithms.sampling import synchronous_parallel_sample
-from rlfleet.config import DEFAULT_POLICY_ID, with_common_config
+from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
+from rlfleet.config import with_common_config
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
 from rlfleet.rollout.postprocessing import compute_advantages
@@ -50,11 +50,8 @@ class PGTrainer(Trainer):
     _policy_class = PGTorchPolicy
 
     def training_step(self) -> Dict[str, Any]:
-        batch = synchronous_parallel_sample(self.workers, self.config["train_batch_size"])
-        self.counters["num_env_steps_sampled"] += batch.count
-        self.counters["num_agent_steps_sampled"] += batch.count
-        info = self.get_policy().learn_on_batch(batch)
-        self.counters["num_env_steps_trained"] += batch.count
-        self.counters["num_agent_steps_trained"] += batch.count
+        batch = sample_train_batch(self)
+        info = {pid: self.get_policy(pid).learn_on_batch(policy_batch)
+                for pid, policy_batch in trainable_batches(self, batch)}
         self.workers.sync_weights(global_vars=self._global_vars())
-        return {DEFAULT_POLICY_ID: info}
+        return info

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
-from rlfleet.algorithms.sampling import synchronous_parallel_sample
-from rlfleet.config import DEFAULT_POLICY_ID, with_common_config
+from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
+from rlfleet.config import with_common_config
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.postprocessing import standardized
 from rlfleet.trainer import Trainer
@@ -64,20 +64,19 @@ class PPOTrainer(Trainer):
                 raise ValueError(f"'{key}': {config[key]!r} must be > 0")
 
     def training_step(self) -> Dict[str, Any]:
-        # === sample ===
-        batch = synchronous_parallel_sample(self.workers, self.config["train_batch_size"])
-        self.counters["num_env_steps_sampled"] += batch.count
-        self.counters["num_agent_steps_sampled"] += batch.count
-        # === learn ===
-        batch[SampleBatch.ADVANTAGES] = standardized(batch[SampleBatch.ADVANTAGES])
-        policy = self.get_policy()
-        info = policy.multi_epoch_sgd(batch, self.config["num_sgd_iter"], self.config["sgd_minibatch_size"],
-                                      shuffle=self.config["shuffle_sequences"])
-        if self.config["kl_coeff"] > 0:
-            info["learner_stats"]["kl_coeff"] = policy.kl_coeff
-            policy.update_kl(info["learner_stats"]["kl"])
-        self.counters["num_env_steps_trained"] += batch.count
-        self.counters["num_agent_steps_trained"] += batch.count
+        # === sample (one SampleBatch per policy) ===
+        batch = sample_train_batch(self)
+        # === learn: each trainable policy on its own samples ===
+        learner_info: Dict[str, Any] = {}
+        for pid, policy_batch in trainable_batches(self, batch):
+            policy_batch[SampleBatch.ADVANTAGES] = standardized(policy_batch[SampleBatch.ADVANTAGES])
+            policy = self.get_policy(pid)
+            info = policy.multi_epoch_sgd(policy_batch, self.config["num_sgd_iter"],
+                                          self.config["sgd_minibatch_size"], shuffle=self.config["shuffle_sequences"])
+            if policy.config["kl_coeff"] > 0:
+                info["learner_stats"]["kl_coeff"] = policy.kl_coeff
+                policy.update_kl(info["learner_stats"]["kl"])
+            learner_info[pid] = info
         # === sync ===
         self.workers.sync_weights(global_vars=self._global_vars())
-        return {DEFAULT_POLICY_ID: info}
+        return learner_info

@@ -1,0 +1,332 @@
+"""The multi-agent sampler: the general path (per-agent trajectories, policy mapping).
+
+Every step, the agents of all sub-envs that hold a fresh observation are grouped by policy
+and each policy computes their actions in one batched forward pass. Each agent's
+transitions are kept apart (`MultiAgentEpisode.rows`); when a batch is built, every agent
+trajectory is postprocessed by its own policy, which sees the other agents' trajectories of
+the same episode as `other_agent_batches = {agent_id: (policy, batch)}`. The result is a
+`MultiAgentBatch` of one `SampleBatch` per policy; its `count` is env steps.
+
+Step semantics (see `rlfleet.env.multi_agent_env`): an agent acts on the step after it
+received an observation; its transition closes when its next observation (or its own or the
+episode's end) arrives, and collects every reward given to it meanwhile.
+
+Batch sizes: `rollout_fragment_length * num_envs_per_worker` steps, counted as env steps or
+agent steps (`multiagent.count_steps_by`). With `truncate_episodes` a batch ends as soon
+as that count is reached (agent steps may overshoot by less than one env step's worth of
+agents); with `complete_episodes` it holds only finished episodes totalling at least that.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
+from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
+from rlfleet.rollout.multi_agent_worker import call_mapping_fn
+from rlfleet.rollout.sampler import make_reward_clipper
+from rlfleet.utils.spaces import env_actions
+
+SB = SampleBatch
+
+
+class MultiAgentSampler:
+    """Collects MultiAgentBatches from a worker's MultiAgentEnvs.
+
+    Args:
+        worker: the owning RolloutWorker; its `policy_map`, `preprocessors`, `filters` and
+            `policy_mapping_fn` are read at every use, so policies added or removed at run
+            time take effect at once (the mapping: from the next episode on).
+        vector_env: the sub-envs.
+        callbacks: the DefaultCallbacks instance.
+        config: the worker's config.
+        episode_id_base: added to episode counters so ids are unique across workers.
+    """
+
+    def __init__(self, *, worker, vector_env: MultiAgentVectorEnv, callbacks, config: dict,
+                 episode_id_base: int = 0, is_atari: bool = False):
+        self.worker = worker
+        self.env = vector_env
+        self.callbacks = callbacks
+        self.num_envs = vector_env.num_envs
+        self.fragment_length = int(config["rollout_fragment_length"])
+        self.complete_episodes = config["batch_mode"] == "complete_episodes"
+        ma = config.get("multiagent") or {}
+        self.count_agent_steps = ma.get("count_steps_by", "env_steps") == "agent_steps"
+        self.observation_fn = ma.get("observation_fn")
+        self.horizon = config.get("horizon")
+        self.soft_horizon = bool(config.get("soft_horizon"))
+        self.no_done_at_end = bool(config.get("no_done_at_end"))
+        self.reward_clipper = make_reward_clipper(config.get("clip_rewards"), is_atari)
+        self._hooks = {
+            name: callbacks.overrides(name)
+            for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
+        }
+        self._eps_base = int(episode_id_base)
+        self._eps_counter = 0
+        self._episodes: List[Optional[MultiAgentEpisode]] = [None] * self.num_envs
+        self._finished: List[MultiAgentEpisode] = []  # ended, rows not yet batched
+        self._checked: set = set()  # policies whose first observation passed the space check
+        # Policies removed while episodes still used them: kept for those episodes only.
+        self._retired: Dict[str, Tuple[Any, Any, Any]] = {}
+        self.steps_since_sync = 0
+        self.metrics: List[RolloutMetrics] = []
+        self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
+
+    # --- public ------------------------------------------------------------------
+    def sample(self) -> MultiAgentBatch:
+        """One MultiAgentBatch (see the module docstring for its size)."""
+        target = self.fragment_length * self.num_envs
+        env_steps = 0
+        while True:
+            env_steps += self._step()
+            if self.complete_episodes:
+                done = sum(e.num_rows if self.count_agent_steps else e.length for e in self._finished)
+                if done >= target:
+                    return self._build(self._finished, env_steps=sum(e.length for e in self._finished))
+            else:
+                ready = (sum(e.num_rows for e in self._finished)
+                         + sum(e.num_rows for e in self._episodes if e is not None))
+                if (ready if self.count_agent_steps else env_steps) >= target:
+                    live = [e for e in self._episodes if e is not None and e.num_rows]
+                    return self._build(self._finished + live, env_steps=env_steps)
+
+    def sample_episodes(self, num_episodes: int) -> List[RolloutMetrics]:
+        """Runs until `num_episodes` more episodes finish; returns their metrics rows
+        (their samples are dropped: evaluation needs only the metrics)."""
+        start = len(self.metrics)
+        while len(self.metrics) - start < num_episodes:
+            self._step()
+            self._finished = []
+            for e in self._episodes:
+                if e is not None and not self.complete_episodes:
+                    e.rows, e.num_rows = {}, 0
+        return self.metrics[start:]
+
+    def pop_metrics(self) -> List[RolloutMetrics]:
+        out, self.metrics = self.metrics, []
+        return out
+
+    def perf_stats(self) -> Dict[str, float]:
+        steps = max(1, self._perf["steps"])
+        return {
+            "mean_env_wait_ms": 1000.0 * self._perf["env_wait"] / steps,
+            "mean_inference_ms": 1000.0 * self._perf["inference"] / steps,
+            "mean_processing_ms": 1000.0 * self._perf["processing"] / steps,
+        }
+
+    def restart(self) -> None:
+        """Forgets the episodes in flight; the next step resets every sub-env."""
+        self._episodes = [None] * self.num_envs
+        self._finished = []
+        self.metrics = []
+        self.steps_since_sync = 0
+
+    def retire(self, policy_id: str, policy, preprocessor, obs_filter) -> None:
+        """Keeps a removed policy for the running episodes that map agents to it."""
+        if any(e is not None and policy_id in e.policies_in_use() for e in self._episodes):
+            self._retired[policy_id] = (policy, preprocessor, obs_filter)
+
+    # --- policy lookup -----------------------------------------------------------------
+    def _resolve(self, pid: str):
+        w = self.worker
+        if pid in w.policy_map:
+            return w.policy_map[pid], w.preprocessors[pid], w.filters[pid]
+        if pid in self._retired:
+            return self._retired[pid]
+        raise ValueError(f"The policy mapping returned {pid!r}, which is not a policy of this worker; "
+                         f"known policy ids: {sorted(w.policy_map)}")
+
+    # --- one env step for every sub-env -----------------------------------------------
+    def _step(self) -> int:
+        clock = time.perf_counter
+        t0 = clock()
+        for i in range(self.num_envs):
+            if self._episodes[i] is None:
+                self._start_episode(i, *self.env.reset_at(i))
+        # Who acts: agents with an observation and no action in flight, grouped by policy.
+        groups: Dict[str, List[Tuple[int, Any]]] = defaultdict(list)
+        for i, ep in enumerate(self._episodes):
+            for aid in ep._last_obs:
+                if aid not in ep.open and aid not in ep.done_agents:
+                    groups[ep.policy_for(aid)].append((i, aid))
+        actions: List[Dict[Any, Any]] = [{} for _ in range(self.num_envs)]
+        for pid, members in groups.items():
+            policy = self._resolve(pid)[0]
+            obs = np.stack([self._episodes[i]._last_obs[aid] for i, aid in members])
+            acts, _, extra = policy.compute_actions(
+                obs, explore=None, timestep=policy.global_timestep + self.steps_since_sync)
+            cfg = policy.config
+            to_env = env_actions(acts, policy.action_space, bool(cfg.get("normalize_actions", True)),
+                                 bool(cfg.get("clip_actions", False)))
+            for j, (i, aid) in enumerate(members):
+                ep = self._episodes[i]
+                row_extra = {k: v[j] for k, v in extra.items()}
+                ep.open[aid] = {"obs": ep._last_obs[aid], "action": acts[j], "extra": row_extra,
+                                "t": ep.length, "reward": 0.0}
+                ep._prev_action[aid] = ep._last_action.get(aid)
+                ep._last_action[aid] = acts[j]
+                ep._last_extra[aid] = row_extra
+                actions[i][aid] = to_env[j]
+        t1 = clock()
+        env_wait = 0.0
+        for i, ep in enumerate(self._episodes):
+            if not actions[i] and not ep.open:
+                raise ValueError(f"Sub-env {i} ({type(self.env.envs[i]).__name__}) gave no agent an "
+                                 "observation, yet its episode is not over (set terminateds['__all__'])")
+            s = clock()
+            result = self.env.envs[i].step(actions[i])
+            env_wait += clock() - s
+            self._process(i, ep, *result)
+        self.steps_since_sync += self.num_envs
+        perf = self._perf
+        perf["inference"] += t1 - t0
+        perf["env_wait"] += env_wait
+        perf["processing"] += clock() - t1 - env_wait
+        perf["steps"] += 1
+        return self.num_envs
+
+    # --- observations and transitions -------------------------------------------------
+    def _observe(self, ep: MultiAgentEpisode, obs: Dict[Any, Any], infos: Dict[Any, Any]) -> Dict[Any, Any]:
+        """observation_fn, then each agent's policy's preprocessor and filter."""
+        if self.observation_fn is not None and obs:
+            obs = self.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.env,
+                                      policies=self.worker.policy_map, episode=ep)
+        out = {}
+        for aid, raw in obs.items():
+            pid = ep.policy_for(aid)
+            _, pp, filt = self._resolve(pid)
+            if pid not in self._checked:
+                pp.check(raw)
+                self._checked.add(pid)
+            out[aid] = filt(pp.transform(raw))
+            ep._last_raw_obs[aid] = raw
+            ep._last_info[aid] = infos.get(aid, {})
+        return out
+
+    def _start_episode(self, i: int, obs: Dict[Any, Any], infos: Dict[Any, Any],
+                       carried: Optional[MultiAgentEpisode] = None) -> None:
+        self._eps_counter += 1
+        # The mapping in force now stays with this episode to its end.
+        fn, worker = self.worker.policy_mapping_fn, self.worker
+        ep = MultiAgentEpisode(self._eps_base + self._eps_counter, i,
+                               lambda aid, episode: call_mapping_fn(fn, aid, episode, worker))
+        self._episodes[i] = ep
+        if carried is None:
+            ep._last_obs.update(self._observe(ep, obs, infos))
+        else:  # soft horizon: the observations were processed already
+            for aid in obs:
+                ep._last_obs[aid] = carried._last_obs[aid]
+                ep._last_raw_obs[aid] = carried._last_raw_obs[aid]
+                ep._last_info[aid] = infos.get(aid, {})
+        if self._hooks["on_episode_start"]:
+            self.callbacks.on_episode_start(worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
+                                            episode=ep, env_index=i)
+
+    def _process(self, i: int, ep: MultiAgentEpisode, obs, rewards, terminateds, truncateds, infos) -> None:
+        ep.length += 1
+        term_all, trunc_all = bool(terminateds.get(ALL, False)), bool(truncateds.get(ALL, False))
+        at_horizon = self.horizon is not None and ep.length >= self.horizon and not (term_all or trunc_all)
+        over = term_all or trunc_all or at_horizon
+        # The "pretend done" of soft horizons is terminal, as in the single-agent path.
+        horizon_terminal = at_horizon and self.soft_horizon
+        seen = self._observe(ep, obs, infos)
+        clipper = self.reward_clipper
+        for aid, r in rewards.items():
+            r = float(r)
+            key = (aid, ep.policy_for(aid))
+            ep.agent_rewards[key] = ep.agent_rewards.get(key, 0.0) + r
+            ep.total_reward += r
+            ep._prev_reward[aid] = ep._last_reward.get(aid, 0.0)
+            ep._last_reward[aid] = r
+            if aid in ep.open:
+                ep.open[aid]["reward"] += float(clipper(np.float64(r))) if clipper is not None else r
+        agents = set(seen) | {a for a in terminateds if a != ALL} | {a for a in truncateds if a != ALL}
+        if over:
+            agents |= set(ep.open)
+        for aid in agents:
+            term = bool(terminateds.get(aid, False)) or term_all or horizon_terminal
+            done = term or bool(truncateds.get(aid, False)) or over
+            if self.no_done_at_end:
+                term = False
+            ep._last_terminated[aid], ep._last_truncated[aid] = term, done and not term
+            if aid in seen:
+                ep._last_obs[aid] = seen[aid]
+            if aid in ep.open and (aid in seen or done):
+                self._close(ep, aid, ep._last_obs[aid], term, done)
+            if done:
+                ep.done_agents.add(aid)
+        if self._hooks["on_episode_step"]:
+            self.callbacks.on_episode_step(worker=self.worker, base_env=self.env, episode=ep, env_index=i)
+        if over:
+            self._end_episode(i, ep)
+            if at_horizon and self.soft_horizon:
+                # The env goes on: the next episode starts from the current observations.
+                self._start_episode(i, seen, infos, carried=ep)
+
+    def _close(self, ep: MultiAgentEpisode, aid, next_obs, terminated: bool, done: bool) -> None:
+        step = ep.open.pop(aid)
+        cols = ep.rows.get(aid)
+        if cols is None:
+            cols = ep.rows[aid] = defaultdict(list)
+        cols[SB.OBS].append(step["obs"])
+        cols[SB.NEXT_OBS].append(next_obs)
+        cols[SB.ACTIONS].append(step["action"])
+        cols[SB.REWARDS].append(step["reward"])
+        cols[SB.TERMINATEDS].append(terminated)
+        cols[SB.TRUNCATEDS].append(done and not terminated)
+        cols[SB.DONES].append(done)
+        cols[SB.T].append(step["t"])
+        for k, v in step["extra"].items():
+            cols[k].append(v)
+        ep.num_rows += 1
+
+    def _end_episode(self, i: int, ep: MultiAgentEpisode) -> None:
+        if self._hooks["on_episode_end"]:
+            self.callbacks.on_episode_end(worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
+                                          episode=ep, env_index=i)
+        self.metrics.append(ep.to_metrics())
+        self._episodes[i] = None
+        if ep.num_rows:
+            self._finished.append(ep)
+        if self._retired:
+            in_use = set().union(*(e.policies_in_use() for e in self._episodes if e is not None))
+            for pid in list(self._retired):
+                if pid not in in_use:
+                    del self._retired[pid]
+
+    # --- batches -------------------------------------------------------------------------
+    def _agent_batch(self, ep: MultiAgentEpisode, aid, cols: Dict[str, list]) -> SampleBatch:
+        n = len(cols[SB.REWARDS])
+        batch = SampleBatch({k: np.asarray(v) for k, v in cols.items()})
+        batch[SB.REWARDS] = batch[SB.REWARDS].astype(np.float32)
+        batch[SB.EPS_ID] = np.full(n, ep.episode_id, np.int64)
+        batch[SB.ENV_ID] = np.full(n, ep.env_index, np.int64)
+        batch[SB.AGENT_INDEX] = np.full(n, ep.agent_index(aid), np.int64)
+        return batch
+
+    def _build(self, episodes: List[MultiAgentEpisode], env_steps: int) -> MultiAgentBatch:
+        per_policy: Dict[str, List[SampleBatch]] = defaultdict(list)
+        live_ids = set(self.worker.policy_map)
+        for ep in episodes:
+            pre = {aid: (self._resolve(ep.policy_for(aid))[0], self._agent_batch(ep, aid, cols))
+                   for aid, cols in ep.rows.items()}
+            for aid, (policy, batch) in pre.items():
+                pid = ep.policy_for(aid)
+                others = {o: pb for o, pb in pre.items() if o != aid}
+                post = policy.postprocess_trajectory(batch, others, ep)
+                if self._hooks["on_postprocess_trajectory"]:
+                    self.callbacks.on_postprocess_trajectory(
+                        worker=self.worker, episode=ep, agent_id=aid, policy_id=pid,
+                        policies=self.worker.policy_map, postprocessed_batch=post, original_batches=pre)
+                if pid in live_ids:  # rows of a removed policy go nowhere
+                    per_policy[pid].append(post)
+            ep.rows, ep.num_rows = {}, 0
+        self._finished = [e for e in self._finished if e not in episodes]
+        order = [pid for pid in self.worker.policy_map if pid in per_policy]  # stable: the map's order
+        return MultiAgentBatch({pid: SampleBatch.concat_samples(per_policy[pid]) for pid in order}, env_steps)
