@@ -1,5 +1,5 @@
 """`rlfleet train` end to end with the real algorithms, in a subprocess
-(`python -m rlfleet.cli`), as a user runs it."""
+(`python -m rlfleet.cli`) as a user runs it (one error case in-process through `main`)."""
 from __future__ import annotations
 
 import json
@@ -60,8 +60,12 @@ def test_bad_config_key_exits_2_naming_the_key(tmp_path):
     assert list(tmp_path.glob("PPO_*")) == []  # no empty run folder left behind
 
 
-def test_unknown_env_exits_2(tmp_path):
-    proc = _rlfleet("train", "--run", "PG", "--env", "CartPole-v2", "--stop", '{"training_iteration": 1}',
-                    "--local-dir", str(tmp_path), tmp_path=tmp_path)
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert "CartPole-v1" in proc.stderr
+def test_unknown_env_exits_2_in_process(tmp_path, capsys):
+    # In-process through main(), the function the console script exits with.
+    from rlfleet.cli import main
+
+    code = main(["train", "--run", "PG", "--env", "CartPole-v2", "--stop", '{"training_iteration": 1}',
+                 "--local-dir", str(tmp_path)])
+    assert code == 2
+    assert "CartPole-v1" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
