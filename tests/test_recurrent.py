@@ -20,6 +20,16 @@ SB = SampleBatch
 SMALL = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16]}
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    # Tiny nets: torch's intra-op threads buy nothing here, and on a busy 2-core machine
+    # their spin-waiting slows training many times over (as in test_learning.py).
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def _ppo(model=None, **config):
     base = {"seed": 3, "num_envs_per_worker": 2, "rollout_fragment_length": 12, "train_batch_size": 24,
             "sgd_minibatch_size": 12, "num_sgd_iter": 1, "model": {**SMALL, **(model or {})}}
