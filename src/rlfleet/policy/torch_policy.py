@@ -6,6 +6,7 @@ batching to tensors, minibatch SGD and weight handling live here once.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -74,8 +75,11 @@ class TorchPolicy(Policy):
         self.policy_id = policy_id
         seed = config.get("seed")
         base = derive_seed(seed, config.get("worker_index", 0), policy_id) if seed is not None else None
+        if base is None:
+            # Fresh entropy without touching (or reseeding, as torch.seed() does) the global RNG.
+            base = secrets.randbits(63)
         self.generator = torch.Generator()
-        self.generator.manual_seed(base if base is not None else torch.seed())
+        self.generator.manual_seed(base)
         self.np_random = np.random.default_rng(base)
         self.device = torch.device("cpu")
 
