@@ -237,3 +237,10 @@ def test_ppo_with_lstm_learns_a_memory_task_a_feedforward_net_cannot():
     without = _memory_run(False)
     assert with_lstm >= 0.9, with_lstm
     assert without <= 0.7, without
+
+
+def test_algorithms_without_recurrent_networks_refuse_use_lstm():
+    from rlfleet.algorithms.dqn import DQNTrainer
+
+    with pytest.raises(ValueError, match="'model.use_lstm': True is not supported by DQNTorchPolicy"):
+        DQNTrainer(env=RepeatFirstObsEnv, config={"model": {"use_lstm": True}})

@@ -163,3 +163,26 @@ def test_custom_preprocessor_registry_and_errors():
         PPOTrainer(env=RepeatFirstObsEnv, config={"model": {"custom_preprocessor": "nope"}})
     with pytest.raises(TypeError, match="Preprocessor subclass"):
         ModelCatalog.register_custom_preprocessor("bad", dict)
+
+
+@pytest.mark.slow
+def test_dqn_uses_the_cnn_on_images_and_learns_bright_pixel_env():
+    from rlfleet.algorithms.dqn import DQNTrainer
+
+    trainer = DQNTrainer(env=BrightPixelEnv, config={
+        "seed": 0, "env_config": {"spot": 6}, "gamma": 0.5, "learning_starts": 200, "timesteps_per_iteration": 500,
+        "min_iter_time_s": 0, "train_batch_size": 32, "rollout_fragment_length": 4, "lr": 1e-3,
+        "exploration_config": {"epsilon_timesteps": 2000}, "target_network_update_freq": 200, "hiddens": [64],
+        "model": {"conv_filters": [[8, [4, 4], 2], [16, [4, 4], 2], [32, [11, 11], 1]]},
+    })
+    try:
+        q_net = trainer.get_policy().model.q_net
+        assert type(q_net.trunk).__name__ == "ImageTrunk" and q_net.trunk.out_size == 32
+        for _ in range(6):
+            result = trainer.train()
+        # Measured (seed 0): 3.0 at the first iteration (mostly random), 9.9 at the sixth.
+        assert result["episode_reward_mean"] >= 7.0, result["episode_reward_mean"]
+        batch = trainer.workers.local_worker().sample()
+        assert batch["obs"].dtype == np.uint8
+    finally:
+        trainer.stop()

@@ -184,6 +184,13 @@ class TorchPolicy(Policy):
         self._initial_state = [np.asarray(s.detach().cpu().numpy() if torch.is_tensor(s) else s, np.float32)
                                for s in self.model.get_initial_state()]
         self.max_seq_len = int(model_config.get("max_seq_len", 20))
+        if model_config.get("use_lstm") and not self._initial_state:
+            # An algorithm that builds its own networks (make_model_and_action_dist) and has no
+            # recurrent version: say so rather than silently train a feed-forward net.
+            raise ValueError(
+                f"'model.use_lstm': True is not supported by {type(self).__name__} (its networks are not "
+                "recurrent; recurrent Q-learning needs sequence replay); use PPO or PG, or set use_lstm False"
+            )
         # Columns the model reads besides obs (and state): the previous action / reward.
         self.view_columns: List[str] = []
         if self._initial_state and model_config.get("lstm_use_prev_action"):

@@ -1,4 +1,5 @@
-"""DQN's networks: an MLP trunk, then (dueling) Q heads, optionally noisy and distributional.
+"""DQN's networks: an MLP trunk (the catalog's CNN for image observations), then (dueling) Q
+heads, optionally noisy and distributional.
 
 - Dueling (Wang et al. 2016): Q = V + A - mean_a A.
 - Noisy nets (Fortunato et al. 2018): factorised Gaussian noise on the head layers'
@@ -74,19 +75,26 @@ class QNetwork(nn.Module):
     """
 
     def __init__(self, obs_size: int, num_actions: int, *, fcnet_hiddens: List[int], fcnet_activation: str,
-                 hiddens: List[int], dueling: bool, num_atoms: int, noisy: bool, sigma0: float):
+                 hiddens: List[int], dueling: bool, num_atoms: int, noisy: bool, sigma0: float,
+                 trunk: Optional[nn.Module] = None):
         super().__init__()
         self.num_actions = num_actions
         self.num_atoms = num_atoms
         self.dueling = dueling
-        self.trunk = mlp(obs_size, list(fcnet_hiddens), fcnet_activation)
-        trunk_out = fcnet_hiddens[-1] if fcnet_hiddens else obs_size
+        # `trunk`: a ready feature module (the CNN for image observations, see ImageTrunk)
+        # that takes the observations as they are; else an MLP on flattened observations.
+        self.flatten = trunk is None
+        if trunk is None:
+            self.trunk = mlp(obs_size, list(fcnet_hiddens), fcnet_activation)
+            trunk_out = fcnet_hiddens[-1] if fcnet_hiddens else obs_size
+        else:
+            self.trunk, trunk_out = trunk, int(trunk.out_size)
         self.advantage = _head(trunk_out, list(hiddens), num_actions * num_atoms, noisy, sigma0)
         self.value = _head(trunk_out, list(hiddens), num_atoms, noisy, sigma0) if dueling else None
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """`[B, A]` Q-values for num_atoms 1, else `[B, A, num_atoms]` support logits."""
-        features = self.trunk(obs.reshape(obs.shape[0], -1).float())
+        features = self.trunk(obs.reshape(obs.shape[0], -1).float() if self.flatten else obs)
         adv = self.advantage(features)
         if self.num_atoms > 1:
             adv = adv.reshape(-1, self.num_actions, self.num_atoms)
@@ -96,6 +104,27 @@ class QNetwork(nn.Module):
         if self.num_atoms > 1:
             value = value.unsqueeze(1)
         return value + adv - adv.mean(dim=1, keepdim=True)
+
+
+class ImageTrunk(nn.Module):
+    """The catalog's VisionNetwork (`conv_filters`, `conv_activation`, `post_fcnet_hiddens`;
+    uint8 images scaled inside) in feature mode, as a plain obs -> features module."""
+
+    def __init__(self, obs_space, action_space, model_config: dict):
+        super().__init__()
+        from rlfleet.models.visionnet import VisionNetwork
+
+        self.net = VisionNetwork(obs_space, action_space, None, dict(model_config, vf_share_layers=True), "q_trunk")
+        self.net.value_head = None  # Q-heads only
+        self.out_size = int(self.net.num_outputs)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net({"obs": obs}, [], None)[0]
+
+
+def _is_image(obs_space, model_config: dict) -> bool:
+    shape = tuple(getattr(obs_space, "shape", None) or ())
+    return len(shape) == 3 or (len(shape) == 2 and bool(model_config.get("conv_filters")))
 
 
 class DQNModel(TorchModel):
@@ -111,6 +140,7 @@ class DQNModel(TorchModel):
             fcnet_activation=model_config.get("fcnet_activation", "tanh"),
             hiddens=list(q_config["hiddens"] or []), dueling=bool(q_config["dueling"]),
             num_atoms=self.num_atoms, noisy=bool(q_config["noisy"]), sigma0=float(q_config["sigma0"]),
+            trunk=ImageTrunk(obs_space, action_space, model_config) if _is_image(obs_space, model_config) else None,
         )
         self.target_q_net = copy.deepcopy(self.q_net)
         for p in self.target_q_net.parameters():
