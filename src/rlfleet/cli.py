@@ -1,7 +1,8 @@
-"""The ``rlfleet`` command: ``rlfleet train`` and ``rlfleet list``.
+"""The ``rlfleet`` command: ``rlfleet train``, ``rlfleet evaluate`` and ``rlfleet list``.
 
     rlfleet train --run PPO --env CartPole-v1 --stop '{"episode_reward_mean": 450}'
     rlfleet train -f tuned_examples/ppo/cartpole-ppo.yaml
+    rlfleet evaluate PATH/checkpoint_10 --episodes 10
     rlfleet list
 
 Importing this module stays cheap (no torch, no algorithms): the trainer registry is imported
@@ -35,7 +36,7 @@ EXIT_INTERRUPTED = 130  # the shell's convention for "killed by SIGINT"
 # Keys an experiment in a YAML file may hold. Other Tune-era keys (num_samples,
 # resources_per_trial, ...) are ignored with a warning: they need Ray Tune (rlfleet.tune).
 _EXPERIMENT_KEYS = ("run", "env", "stop", "config", "local_dir", "checkpoint_freq",
-                    "checkpoint_at_end")
+                    "checkpoint_at_end", "keep_checkpoints_num")
 
 _STOP_EXAMPLE = '\'{"episode_reward_mean": 450}\''
 _CONFIG_EXAMPLE = '\'{"lr": 0.001}\''
@@ -76,6 +77,7 @@ class Experiment:
     local_dir: Optional[str] = None
     checkpoint_freq: int = 0
     checkpoint_at_end: bool = False
+    keep_checkpoints_num: Optional[int] = None
 
 
 def _parse_json_object(text: str, flag: str) -> Dict[str, Any]:
@@ -216,6 +218,10 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
             else spec.get("checkpoint_freq", 0)
         if isinstance(freq, bool) or not isinstance(freq, int) or freq < 0:
             raise UsageError(f"{where}: checkpoint_freq must be an integer >= 0, got {freq!r}")
+        keep = getattr(args, "keep_checkpoints_num", None)
+        keep = keep if keep is not None else spec.get("keep_checkpoints_num")
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+            raise UsageError(f"{where}: keep_checkpoints_num must be an integer >= 1, got {keep!r}")
         experiments.append(Experiment(
             name=str(name),
             run=run,
@@ -225,6 +231,7 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
             local_dir=args.local_dir or spec.get("local_dir"),
             checkpoint_freq=freq,
             checkpoint_at_end=bool(args.checkpoint_at_end or spec.get("checkpoint_at_end")),
+            keep_checkpoints_num=keep,
         ))
     return experiments
 
@@ -369,15 +376,16 @@ def _describe_stop(stop: Mapping[str, float]) -> str:
 class _Checkpointer:
     """Saves checkpoints; turns itself off after the first NotImplementedError."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_checkpoints_num: Optional[int] = None) -> None:
         self.available = True
         self.last_iteration: Optional[int] = None
+        self.keep = keep_checkpoints_num
 
     def save(self, trainer: Any, iteration: Optional[int]) -> None:
         if not self.available or (iteration is not None and iteration == self.last_iteration):
             return
         try:
-            path = trainer.save()
+            path = trainer.save(keep_checkpoints_num=self.keep) if self.keep else trainer.save()
         except NotImplementedError as exc:
             # Checkpointing lands in a later issue; training itself must not fail for it.
             self.available = False
@@ -435,7 +443,7 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> in
 
         print(f"== {exp.name}: {exp.run} on {exp.env or '(env from config)'} | {_describe_stop(exp.stop)}", flush=True)
         print(f"   logdir: {trainer.logdir}", flush=True)
-        checkpointer = _Checkpointer()
+        checkpointer = _Checkpointer(exp.keep_checkpoints_num)
         first = True
         result: Mapping[str, Any] = {}
         while True:
@@ -462,7 +470,7 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> in
         print("\nInterrupted (Ctrl-C): stopping.", flush=True)
         if trainer is not None and exp.checkpoint_at_end:
             try:
-                _Checkpointer().save(trainer, None)
+                _Checkpointer(exp.keep_checkpoints_num).save(trainer, None)
             except Exception:
                 logger.exception("Saving the final checkpoint after Ctrl-C failed")
     finally:
@@ -505,6 +513,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from rlfleet.evaluation import evaluate_checkpoint
+
+    if args.episodes < 1:
+        raise UsageError(f"argument --episodes: must be >= 1, got {args.episodes}")
+    try:
+        report = evaluate_checkpoint(args.checkpoint, args.episodes, env=args.env, render=args.render,
+                                     on_episode=lambda i, ret, length: print(
+                                         f"Episode {i + 1}: return {ret:.6g} (length {length})", flush=True))
+    except ValueError as exc:  # CheckpointError, bad --env: user errors, no traceback
+        if args.verbose > 0:
+            traceback.print_exc()
+        raise UsageError(str(exc)) from None
+    print(f"Mean return over {len(report['episodes'])} episodes: {report['mean_return']:.6g}", flush=True)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+        print(f"Wrote {args.out}", flush=True)
+    return EXIT_OK
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     for name in _available_algorithms():
         print(name)
@@ -543,9 +572,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="save a checkpoint every N iterations (0: never)")
     train.add_argument("--checkpoint-at-end", action="store_true", default=False,
                        help="save a checkpoint when training ends")
+    train.add_argument("--keep-checkpoints-num", type=int, default=None, metavar="N",
+                       help="keep only the N newest checkpoints of the run (default: all)")
     train.add_argument("-v", "--verbose", action="count", default=0,
                        help="more logging (-v info, -vv debug)")
     train.set_defaults(func=_cmd_train, subparser=train)
+
+    ev = subs.add_parser(
+        "evaluate", help="run a saved policy greedily and print its episode returns",
+        description="Restore a checkpoint (rlfleet train --checkpoint-freq/--checkpoint-at-end, or "
+                    "Trainer.save) and run its policy without exploration.",
+        epilog="example:\n  rlfleet evaluate ~/rlfleet_results/PPO_CartPole-v1_.../checkpoint_10 "
+               "--episodes 10 --out returns.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint folder")
+    ev.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes to run (default 10)")
+    ev.add_argument("--env", help="run in this env instead of the checkpoint's")
+    ev.add_argument("--render", action="store_true", default=False, help="render each step")
+    ev.add_argument("--out", metavar="FILE", help="also write the returns to FILE as JSON")
+    ev.add_argument("-v", "--verbose", action="count", default=0,
+                    help="more logging (-v info, -vv debug)")
+    ev.set_defaults(func=_cmd_evaluate, subparser=ev)
 
     lst = subs.add_parser("list", help="list the available algorithms")
     lst.set_defaults(func=_cmd_list, subparser=lst, verbose=0)

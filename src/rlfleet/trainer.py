@@ -570,6 +570,92 @@ class Trainer:
     def _global_vars(self) -> Dict[str, Any]:
         return {"timestep": self.counters["num_env_steps_sampled"]}
 
+    # --- checkpoints and export (format: checkpoint.py, policy/export.py) ----------
+    def save(self, checkpoint_dir: Optional[str] = None, *, keep_checkpoints_num: Optional[int] = None) -> str:
+        """Writes a checkpoint folder `<checkpoint_dir or logdir>/checkpoint_<iteration>/`
+        atomically (JSON + safetensors; loading it never runs code).
+
+        Args:
+            checkpoint_dir: the parent folder (default: this trainer's `logdir`).
+            keep_checkpoints_num: afterwards delete all but this many newest checkpoints there.
+
+        Returns:
+            The checkpoint folder's path.
+        """
+        from rlfleet.checkpoint import save_trainer
+
+        return save_trainer(self, checkpoint_dir, keep_checkpoints_num)
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Restores weights, optimizer, filters, RNG states, counters and the iteration from a
+        checkpoint of the same algorithm, on every worker; episodes in flight restart.
+
+        Raises:
+            CheckpointError: a missing, corrupted, newer-format or non-fitting checkpoint.
+        """
+        from rlfleet.checkpoint import restore_trainer
+
+        restore_trainer(self, checkpoint_path)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint_path: str, config_overrides: Optional[dict] = None, *,
+                        logdir: Optional[str] = None, logger_creator: Optional[Callable[[dict], Any]] = None
+                        ) -> "Trainer":
+        """Rebuilds the trainer a checkpoint was written by (config from its manifest; classes
+        and functions re-imported by qualified name) and restores it.
+
+        Args:
+            checkpoint_path: the checkpoint folder.
+            config_overrides: config entries replacing the recorded ones (e.g. a callable
+                that cannot be re-imported, or `num_workers`).
+            logdir, logger_creator: as for the constructor.
+        """
+        from rlfleet.checkpoint import trainer_from_checkpoint
+
+        return trainer_from_checkpoint(cls, checkpoint_path, config_overrides, logdir=logdir,
+                                       logger_creator=logger_creator)
+
+    def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID,
+                            onnx: Optional[int] = None) -> str:
+        """TorchScript (`model.pt`), or ONNX (`model.onnx`) with opset `onnx`, of the policy's
+        model: preprocessed, filtered observations -> action-distribution inputs (and values)."""
+        return self.get_policy(policy_id).export_model(export_dir, onnx)
+
+    def export_policy_checkpoint(self, export_dir: str, filename_prefix: str = "model",
+                                 policy_id: str = DEFAULT_POLICY_ID) -> str:
+        """The policy's weights alone (`<prefix>.safetensors` + `<prefix>.json`)."""
+        return self.get_policy(policy_id).export_checkpoint(export_dir, filename_prefix)
+
+    def import_model(self, import_file: str, policy_id: str = DEFAULT_POLICY_ID) -> None:
+        """Loads weights written by `export_policy_checkpoint` and pushes them to all workers."""
+        self.get_policy(policy_id).import_model(import_file)
+        self.workers.sync_weights()
+
+    def import_policy_model_from_h5(self, import_file: str, policy_id: str = DEFAULT_POLICY_ID) -> None:
+        """Not available: rlfleet has no Keras; use `import_model` with exported safetensors weights."""
+        self.get_policy(policy_id).import_model_from_h5(import_file)
+
+    def export_model(self, export_formats, export_dir: str) -> Dict[str, str]:
+        """Exports the default policy in each of `export_formats` ("model": TorchScript,
+        "onnx": ONNX with opset `$ONNX_OPSET` (default 11), "checkpoint": weights) into
+        `export_dir/<format>/`; returns `{format: path}`."""
+        formats = [export_formats] if isinstance(export_formats, str) else list(export_formats)
+        valid = ("checkpoint", "model", "onnx")
+        bad = [f for f in formats if f not in valid]
+        if bad:
+            hint = " (Keras h5 is not supported: use 'checkpoint' and import_model)" if "h5" in bad else ""
+            raise ValueError(f"export_model: unknown export format(s) {bad}; valid: {list(valid)}{hint}")
+        out: Dict[str, str] = {}
+        for fmt in formats:
+            target = os.path.join(export_dir, fmt)
+            if fmt == "checkpoint":
+                out[fmt] = self.export_policy_checkpoint(target)
+            elif fmt == "model":
+                out[fmt] = self.export_policy_model(target)
+            else:
+                out[fmt] = self.export_policy_model(target, onnx=int(os.environ.get("ONNX_OPSET", "11")))
+        return out
+
     # --- lifecycle ---------------------------------------------------------------
     def stop(self) -> None:
         """Closes envs, workers and log files."""

@@ -68,6 +68,15 @@ class VectorEnv:
             if seed is not None:
                 env.action_space.seed(seed)
 
+    def seed_next_reset(self, seeds: Sequence[Optional[int]]) -> None:
+        """Seeds for the next `reset_all` (one per sub-env; None leaves that env's RNG as is)."""
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"seed_next_reset: got {len(seeds)} seeds for {self.num_envs} sub-envs")
+        self._seeds = list(seeds)
+        for env, seed in zip(self.envs, self._seeds):
+            if seed is not None:
+                env.action_space.seed(seed)
+
     def reset_all(self) -> List[Any]:
         """Resets every sub-env (seeded on the first call) and returns their observations."""
         obs = []

@@ -125,9 +125,8 @@ class SampleBatch(dict):
     ) -> Iterator["SampleBatch"]:
         """Yields minibatches of `size` rows (the last one may be smaller)."""
         n = self.count
-        order = rng.permutation(n) if shuffle and rng is not None else (
-            np.random.permutation(n) if shuffle else np.arange(n)
-        )
+        # Never the global NumPy RNG (DESIGN.md: no global random state).
+        order = (rng or np.random.default_rng()).permutation(n) if shuffle else np.arange(n)
         for start in range(0, n, size):
             idx = order[start:start + size]
             yield SampleBatch({k: v[idx] for k, v in self.items()})

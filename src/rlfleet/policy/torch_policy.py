@@ -340,12 +340,82 @@ class TorchPolicy(Policy):
         self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
 
     def get_state(self) -> Dict[str, Any]:
+        """Weights, counters, exploration, optimizer and RNG state: NumPy arrays and JSON-able
+        scalars only (checkpoint.py splits them into safetensors and JSON)."""
         state = super().get_state()
         state["exploration"] = self.exploration.get_state()
+        state["optimizer"] = optimizer_state(self.optimizer)
+        state["rng"] = {
+            "worker_index": int(self.config.get("worker_index", 0)),
+            "torch": self.generator.get_state().numpy().copy(),
+            "numpy": self.np_random.bit_generator.state,
+        }
         return state
 
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         if "exploration" in state:
             self.exploration.set_state(state["exploration"])
+        if "optimizer" in state:
+            load_optimizer_state(self.optimizer, state["optimizer"])
+        if "rng" in state:
+            self._set_rng_state(state["rng"])
         self.on_global_var_update({"timestep": self.global_timestep})
+
+    # --- export --------------------------------------------------------------------
+    def export_model(self, export_dir: str, onnx: Optional[int] = None) -> str:
+        """TorchScript (or ONNX with opset `onnx`) of obs -> (dist inputs, value); see policy/export.py."""
+        from rlfleet.policy.export import export_policy_model
+
+        return export_policy_model(self, export_dir, onnx)
+
+    def export_checkpoint(self, export_dir: str, filename_prefix: str = "model") -> str:
+        """The model's weights alone: `<prefix>.safetensors` + `<prefix>.json`."""
+        from rlfleet.policy.export import export_policy_weights
+
+        return export_policy_weights(self, export_dir, filename_prefix)
+
+    def import_model(self, path: str) -> None:
+        """Loads weights written by `export_checkpoint` (checksum and shapes checked)."""
+        from rlfleet.policy.export import import_policy_weights
+
+        import_policy_weights(self, path)
+
+    def import_model_from_h5(self, import_file: str) -> None:
+        raise NotImplementedError(
+            f"import_model_from_h5({import_file!r}): rlfleet has no Keras, so .h5 files cannot be imported; "
+            "export weights with export_checkpoint(dir) and load them with import_model(path)")
+
+    def _set_rng_state(self, rng: Dict[str, Any]) -> None:
+        torch_state = torch.as_tensor(np.asarray(rng["torch"], dtype=np.uint8))
+        if int(rng.get("worker_index", 0)) == int(self.config.get("worker_index", 0)):
+            self.generator.set_state(torch_state)
+            self.np_random.bit_generator.state = rng["numpy"]
+            return
+        # The state of another worker (a checkpoint holds the local worker's): derive this
+        # worker's own streams from it, so that workers never draw the same numbers.
+        digest = hashlib.sha256(torch_state.numpy().tobytes()).hexdigest()
+        seed = derive_seed(digest, self.config.get("worker_index", 0), self.policy_id)
+        self.generator.manual_seed(seed)
+        # Set the state in place: exploration holds the same Generator object.
+        self.np_random.bit_generator.state = np.random.default_rng(seed).bit_generator.state
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
+    """`optimizer.state_dict()` with tensors as NumPy arrays and param indices as str keys."""
+    sd = optimizer.state_dict()
+    return {
+        "state": {str(i): {k: v.detach().cpu().numpy().copy() if torch.is_tensor(v) else v for k, v in s.items()}
+                  for i, s in sd["state"].items()},
+        "param_groups": [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()}
+                         for g in sd["param_groups"]],
+    }
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: Dict[str, Any]) -> None:
+    """Inverse of `optimizer_state` (lists of hyperparameters such as `betas` become tuples again)."""
+    state = {int(i): {k: torch.tensor(np.asarray(v)) if isinstance(v, np.ndarray) else v for k, v in s.items()}
+             for i, s in saved["state"].items()}
+    groups = [{k: tuple(v) if isinstance(v, list) and k != "params" else v for k, v in g.items()}
+              for g in saved["param_groups"]]
+    optimizer.load_state_dict({"state": state, "param_groups": groups})

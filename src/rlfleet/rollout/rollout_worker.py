@@ -268,13 +268,31 @@ class RolloutWorker:
         return {
             "policies": {pid: p.get_state() for pid, p in self.policy_map.items()},
             "filters": {pid: f.get_state() for pid, f in self.filters.items()},
+            **({"sampler": self.sampler.get_state()} if hasattr(self.sampler, "get_state") else {}),
         }
 
     def set_state(self, state: Dict[str, Any]) -> None:
+        """Applies `get_state()` output. With `"restart_episodes": seed` (what a checkpoint
+        restore sends) the episodes in flight are dropped too (see `restart_episodes`)."""
         for pid, pstate in state["policies"].items():
             self.policy_map[pid].set_state(pstate)
         for pid, fstate in state.get("filters", {}).items():
             self.filters[pid].set_state(fstate)
+        if hasattr(self.sampler, "set_state") and "sampler" in state:
+            self.sampler.set_state(state["sampler"])
+        if "restart_episodes" in state:
+            self.restart_episodes(state["restart_episodes"])
+
+    def restart_episodes(self, seed: Optional[int]) -> None:
+        """Drops the episodes in flight: the next `sample()` resets every sub-env, seeded
+        from `seed`, this worker's index and the sub-env's index (None: unseeded)."""
+        if self.env is not None:
+            self.env.seed_next_reset([
+                None if seed is None else derive_seed(seed, self.worker_index, i) & 0xFFFFFFFF
+                for i in range(self.env.num_envs)
+            ])
+        if self.sampler is not None:
+            self.sampler.restart()
 
     def apply(self, fn: Callable, *args):
         return fn(self, *args)

@@ -129,6 +129,21 @@ class SingleAgentSampler:
                 self._split_complete(self._chunk_to_batch(rows))
         return self.metrics[start:]
 
+    def get_state(self) -> Dict[str, int]:
+        # Episode ids keep counting across a checkpoint restore (they key offline data).
+        return {"episodes_started": int(self._eps_counter)}
+
+    def set_state(self, state: Dict[str, int]) -> None:
+        self._eps_counter = int(state.get("episodes_started", self._eps_counter))
+
+    def restart(self) -> None:
+        """Forgets the episodes in flight; the next collection resets every sub-env."""
+        self._cur_obs = None
+        self._pending = [[] for _ in range(self.num_envs)]
+        self._episodes = [None] * self.num_envs
+        self.metrics = []
+        self.steps_since_sync = 0
+
     def pop_metrics(self) -> List[RolloutMetrics]:
         out, self.metrics = self.metrics, []
         return out

@@ -1,0 +1,463 @@
+"""Trainer checkpoints: a folder of JSON and safetensors files that loading never executes.
+
+    checkpoint_<iteration>/
+      manifest.json                              format and rlfleet version, algorithm,
+                                                 iteration, counters, config, the SHA-256
+                                                 and size of every other file
+      state.json                                 the local worker's state (and the replay
+                                                 buffer's) with every array replaced by
+                                                 {"__array__": {file, key}}: policy counters,
+                                                 exploration, optimizer hyperparameters,
+                                                 NumPy RNG states, filters
+      policies/<policy_id>/weights.safetensors   the model's state_dict
+      policies/<policy_id>/state.safetensors     optimizer moments and steps, torch RNG state
+      filters.safetensors                        observation-filter statistics
+      replay_buffer.safetensors                  with `store_buffer_in_checkpoints` only
+
+A save writes into a hidden folder beside the target, fsyncs every file, writes the
+manifest last and renames the folder into place, so an interrupted save leaves either the
+previous checkpoint or the new one, never half of one. A load reads only the files the
+manifest lists, checks each one's size and checksum first, and parses only JSON and
+safetensors: nothing is unpickled, no code runs. (`Trainer.from_checkpoint` re-imports the
+classes and functions the config names, like any config would.)
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import re
+import secrets
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from rlfleet.utils.json_codec import DecodeError, decode, encode, qualified_name
+from rlfleet.utils.safe_files import (
+    CheckpointError,
+    check_weights_fit,
+    clean_stale,
+    fsync_dir,
+    json_bytes,
+    parse_json,
+    parse_safetensors,
+    publish_folder,
+    read_small_json,
+    read_verified,
+    temp_sibling,
+    write_safetensors_synced,
+    write_synced,
+)
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "rlfleet-checkpoint"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+STATE_INDEX = "state.json"
+_ARRAY = "__array__"
+_DATA_SUFFIXES = (".json", ".safetensors")
+_NAME_RE = re.compile(r"checkpoint_(\d+)")
+
+
+# --- arrays <-> JSON ---------------------------------------------------------------
+def _policy_folder(pid: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", pid) and pid not in (".", ".."):
+        return pid
+    return "policy_" + hashlib.sha256(pid.encode("utf-8")).hexdigest()[:16]
+
+
+def _route(path: Tuple[str, ...], folders: Dict[str, str]) -> Tuple[str, str]:
+    """(file, key) an array at `path` of the state is stored under."""
+    if path[:1] == ("replay_buffer",):
+        return "replay_buffer.safetensors", "/".join(path[1:])
+    if path[:1] == ("worker",):
+        path = path[1:]
+    if len(path) >= 3 and path[0] == "policies":
+        folder = folders.setdefault(path[1], _policy_folder(path[1]))
+        if path[2] == "weights":
+            return f"policies/{folder}/weights.safetensors", "/".join(path[3:])
+        return f"policies/{folder}/state.safetensors", "/".join(path[2:])
+    if path and path[0] == "filters":
+        return "filters.safetensors", "/".join(path[1:])
+    return "state.safetensors", "/".join(path)
+
+
+def split_arrays(tree: Any, folders: Optional[Dict[str, str]] = None
+                 ) -> Tuple[Any, Dict[str, Dict[str, np.ndarray]]]:
+    """Splits a state tree into JSON (arrays replaced by references) and arrays per file."""
+    folders = {} if folders is None else folders
+    files: Dict[str, Dict[str, np.ndarray]] = {}
+
+    def walk(value: Any, path: Tuple[str, ...]) -> Any:
+        if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        if isinstance(value, np.ndarray):
+            if value.dtype == object:
+                raise TypeError(f"state at {'/'.join(path)!r} is an object array; checkpoints hold numeric arrays only")
+            rel, key = _route(path, folders)
+            files.setdefault(rel, {})[key] = value
+            return {_ARRAY: {"file": rel, "key": key}}
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, Mapping):
+            return {str(k): walk(v, path + (str(k),)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, path + (str(i),)) for i, v in enumerate(value)]
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise TypeError(f"state at {'/'.join(path)!r} holds a {type(value).__name__}; checkpoints hold "
+                        "NumPy arrays, numbers, strings, lists and dicts only")
+
+    return walk(tree, ()), files
+
+
+def join_arrays(tree: Any, load_file) -> Any:
+    """Inverse of `split_arrays`; `load_file(rel) -> {key: array}`."""
+    if isinstance(tree, dict):
+        ref = tree.get(_ARRAY)
+        if ref is not None and len(tree) == 1:
+            if not isinstance(ref, dict) or not isinstance(ref.get("file"), str) or not isinstance(ref.get("key"), str):
+                raise CheckpointError(f"{STATE_INDEX} holds a malformed array reference {ref!r}")
+            arrays = load_file(ref["file"])
+            if ref["key"] not in arrays:
+                raise CheckpointError(f"{STATE_INDEX} refers to tensor {ref['key']!r} in {ref['file']!r}, "
+                                      "which that file does not hold")
+            return arrays[ref["key"]]
+        return {k: join_arrays(v, load_file) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [join_arrays(v, load_file) for v in tree]
+    return tree
+
+
+# --- folder write / read -------------------------------------------------------------
+def write_checkpoint(path: str, manifest: Dict[str, Any], state: Any) -> str:
+    """Writes a checkpoint folder at `path` atomically (see the module docstring).
+
+    Args:
+        path: the checkpoint folder to create (an existing one is replaced).
+        manifest: the manifest fields; `format`, `format_version`, `files` and
+            `state_index` are filled in here.
+        state: `{"worker": the worker state, "replay_buffer": ... (optional)}` (nested dicts
+            of arrays and JSON-able scalars).
+
+    Returns:
+        `path`.
+    """
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    clean_stale(parent)
+    folders = {pid: _policy_folder(pid) for pid in (state["worker"].get("policies") or {})}
+    index, files = split_arrays(state, folders)
+    tmp = temp_sibling(path)
+    os.mkdir(tmp)
+    try:
+        records: Dict[str, Any] = {}
+        for rel, arrays in sorted(files.items()):
+            records[rel] = write_safetensors_synced(os.path.join(tmp, *rel.split("/")), arrays)
+        records[STATE_INDEX] = write_synced(os.path.join(tmp, STATE_INDEX), json_bytes(index))
+        for root, dirs, _ in os.walk(tmp):
+            for d in dirs:
+                fsync_dir(os.path.join(root, d))
+        full = dict(manifest, format=FORMAT, format_version=FORMAT_VERSION, state_index=STATE_INDEX,
+                    policy_folders=folders, files=records)
+        # The manifest goes last: a folder without one is never a checkpoint.
+        write_synced(os.path.join(tmp, MANIFEST), json_bytes(full))
+        publish_folder(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+@dataclass
+class Checkpoint:
+    """A verified checkpoint: its manifest and state (`{"worker": ..., "replay_buffer": ...}`,
+    arrays loaded)."""
+
+    path: str
+    manifest: Dict[str, Any]
+    state: Dict[str, Any]
+
+
+def read_manifest(path: str) -> Dict[str, Any]:
+    """The manifest of the checkpoint folder `path`, with its format checked."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise CheckpointError(f"a checkpoint path must be a folder path, got {path!r}")
+    path = os.fspath(path)
+    if os.path.isfile(path) and os.path.basename(path) == MANIFEST:
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise CheckpointError(f"no checkpoint folder at {path!r}")
+    if not os.path.isfile(os.path.join(path, MANIFEST)):
+        raise CheckpointError(f"{path!r} is not an rlfleet checkpoint: it has no {MANIFEST} (an interrupted "
+                              "save, or not a checkpoint folder)")
+    manifest = read_small_json(os.path.join(path, MANIFEST), "checkpoint")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{os.path.join(path, MANIFEST)!r} is not an rlfleet checkpoint manifest "
+                              f"(format {manifest.get('format') if isinstance(manifest, dict) else None!r}, "
+                              f"expected {FORMAT!r})")
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CheckpointError(f"checkpoint {path!r} has an invalid format_version {version!r}")
+    if version > FORMAT_VERSION:
+        from rlfleet import __version__
+
+        raise CheckpointError(
+            f"checkpoint {path!r} has format version {version} (written by rlfleet "
+            f"{manifest.get('rlfleet_version', '?')}); this rlfleet {__version__} reads format versions up to "
+            f"{FORMAT_VERSION}: upgrade rlfleet to load it")
+    for key, kind in (("files", dict), ("algorithm", str), ("iteration", int), ("state_index", str)):
+        if not isinstance(manifest.get(key), kind):
+            raise CheckpointError(f"checkpoint manifest {os.path.join(path, MANIFEST)!r} lacks a valid "
+                                  f"{key!r} entry")
+    return manifest
+
+
+def read_checkpoint(path: str) -> Checkpoint:
+    """Reads and verifies the checkpoint folder `path` (every listed file's size and SHA-256).
+
+    Raises:
+        CheckpointError: missing or corrupted files, an unknown or newer format, or files of a
+            type a checkpoint never holds.
+    """
+    path = os.fspath(path)
+    if os.path.basename(path) == MANIFEST:
+        path = os.path.dirname(path)
+    manifest = read_manifest(path)
+    where = os.path.join(path, MANIFEST)
+    files = manifest["files"]
+    data: Dict[str, bytes] = {}
+    for rel, record in files.items():
+        if not str(rel).endswith(_DATA_SUFFIXES):
+            raise CheckpointError(f"{where} lists the file {rel!r}, of a type rlfleet checkpoints never hold "
+                                  f"(only {list(_DATA_SUFFIXES)}; loading never unpickles)")
+        if not isinstance(record, dict):
+            raise CheckpointError(f"{where} has a malformed entry for {rel!r}")
+        data[rel] = read_verified(path, rel, record, where)
+    index_name = manifest["state_index"]
+    if index_name not in data or not index_name.endswith(".json"):
+        raise CheckpointError(f"{where}: the state index {index_name!r} is not among its checksummed JSON files")
+    parsed: Dict[str, Dict[str, np.ndarray]] = {}
+
+    def load_file(rel: str) -> Dict[str, np.ndarray]:
+        if rel not in data or not rel.endswith(".safetensors"):
+            raise CheckpointError(f"{index_name} refers to {rel!r}, which is not a safetensors file listed "
+                                  f"in {where}")
+        if rel not in parsed:
+            parsed[rel] = parse_safetensors(data[rel], os.path.join(path, rel))
+        return parsed[rel]
+
+    state = join_arrays(parse_json(data[index_name], os.path.join(path, index_name)), load_file)
+    if not isinstance(state, dict) or not isinstance(state.get("worker"), dict) \
+            or not isinstance(state["worker"].get("policies"), dict):
+        raise CheckpointError(f"{os.path.join(path, index_name)!r} holds no policy states")
+    return Checkpoint(path=path, manifest=manifest, state=state)
+
+
+def list_checkpoints(parent: str) -> List[str]:
+    """The checkpoint folders (`checkpoint_<iteration>` with a manifest) in `parent`, oldest
+    iteration first. Hidden temp folders of unfinished saves are never listed."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _NAME_RE.fullmatch(name)
+        if match and os.path.isfile(os.path.join(parent, name, MANIFEST)):
+            found.append((int(match.group(1)), os.path.join(parent, name)))
+    return [p for _, p in sorted(found)]
+
+
+def prune_checkpoints(parent: str, keep: int, protect: Optional[str] = None) -> List[str]:
+    """Deletes all but the `keep` newest checkpoints in `parent` (never `protect`); returns
+    the deleted paths. A folder is renamed aside before deletion, so a crash mid-way never
+    leaves a half-deleted folder under a checkpoint's name."""
+    if keep is None or keep < 1:
+        raise ValueError(f"keep_checkpoints_num must be an int >= 1, got {keep!r}")
+    existing = list_checkpoints(parent)
+    protect = os.path.abspath(protect) if protect else None
+    doomed = [p for p in existing[:-keep] if os.path.abspath(p) != protect] if len(existing) > keep else []
+    for p in doomed:
+        aside = temp_sibling(p)
+        os.rename(p, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    return doomed
+
+
+# --- trainers ------------------------------------------------------------------------
+def _versions() -> Dict[str, str]:
+    import gymnasium
+    import safetensors
+    import torch
+
+    from rlfleet import __version__
+
+    return {"rlfleet": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__, "gymnasium": gymnasium.__version__, "safetensors": safetensors.__version__}
+
+
+def _user_config(trainer) -> Dict[str, Any]:
+    config = dict(trainer.raw_user_config)
+    creator_cls = getattr(trainer.env_creator, "cls", None)  # an env given as a class
+    if creator_cls is not None and qualified_name(creator_cls) is not None:
+        config["env"] = creator_cls
+    return config
+
+
+def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints_num: Optional[int] = None) -> str:
+    """Writes `<checkpoint_dir or trainer.logdir>/checkpoint_<iteration>/`; see `Trainer.save`."""
+    parent = os.path.abspath(checkpoint_dir or trainer.logdir)
+    path = os.path.join(parent, f"checkpoint_{int(trainer.iteration)}")
+    from rlfleet.policy.torch_policy import derive_seed
+
+    seed = trainer.config.get("seed")
+    resume_seed = derive_seed(seed, "resume", trainer.iteration) if seed is not None else secrets.randbits(63)
+    local = trainer.workers.local_worker()
+    state: Dict[str, Any] = {"worker": local.get_state()}
+    buffer = getattr(trainer, "local_replay_buffer", None)  # off-policy trainers
+    if buffer is not None and trainer.config.get("store_buffer_in_checkpoints"):
+        state["replay_buffer"] = buffer.get_state()
+    manifest = {
+        "rlfleet_version": _versions()["rlfleet"],
+        "versions": _versions(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "algorithm": trainer._name,
+        "trainer_class": qualified_name(type(trainer)),
+        "iteration": int(trainer.iteration),
+        "counters": {k: int(v) for k, v in trainer.counters.items()},
+        "episodes_total": int(trainer._episodes_total),
+        "time_total_s": float(trainer._time_total),
+        # Envs restart after a restore; seeding them from this makes resumes repeatable.
+        "resume_seed": int(resume_seed),
+        "policies": {
+            pid: {"policy_class": qualified_name(type(policy)),
+                  "weights": {k: list(np.shape(v)) for k, v in state["worker"]["policies"][pid]["weights"].items()}}
+            for pid, policy in local.policy_map.items()
+        },
+        "config": encode(trainer.config),
+        "user_config": encode(_user_config(trainer)),
+    }
+    write_checkpoint(path, manifest, state)
+    if keep_checkpoints_num is not None:
+        prune_checkpoints(parent, keep_checkpoints_num, protect=path)
+    return path
+
+
+def _check_fits(trainer, ck: Checkpoint) -> None:
+    """Raises before anything changes when the checkpoint does not fit `trainer`."""
+    algo = ck.manifest["algorithm"]
+    if algo != trainer._name:
+        raise CheckpointError(
+            f"checkpoint {ck.path!r} was written by a {algo} trainer and cannot be restored into a "
+            f"{trainer._name} trainer; use Trainer.from_checkpoint(path) to rebuild a {algo} trainer")
+    local = trainer.workers.local_worker()
+    for pid, pstate in ck.state["worker"]["policies"].items():
+        if pid not in local.policy_map:
+            raise CheckpointError(f"checkpoint {ck.path!r} holds policy {pid!r}, which this trainer does not "
+                                  f"have (its policies: {sorted(local.policy_map)})")
+        if not isinstance(pstate, dict) or not isinstance(pstate.get("weights"), dict):
+            raise CheckpointError(f"checkpoint {ck.path!r}: policy {pid!r} has no weights")
+        check_weights_fit(pstate["weights"], local.policy_map[pid].get_weights(), f"policy {pid!r} of {ck.path!r}")
+    buffer_state, buffer = ck.state.get("replay_buffer"), getattr(trainer, "local_replay_buffer", None)
+    if buffer_state is not None:
+        if buffer is None:
+            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer, but this trainer has none")
+        if int(buffer_state.get("capacity", -1)) != buffer.capacity:
+            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer of capacity "
+                                  f"{buffer_state.get('capacity')!r}; this trainer's has {buffer.capacity} "
+                                  "(set buffer_size to match)")
+
+
+def restore_trainer(trainer, path: str, checkpoint: Optional[Checkpoint] = None) -> None:
+    """Restores `trainer` from the checkpoint at `path`; see `Trainer.restore`."""
+    ck = checkpoint or read_checkpoint(path)
+    _check_fits(trainer, ck)
+    m = ck.manifest
+    seed = m.get("resume_seed")
+    state = dict(ck.state["worker"], restart_episodes=seed if isinstance(seed, int) else None)
+    buffer_state, buffer = ck.state.get("replay_buffer"), getattr(trainer, "local_replay_buffer", None)
+    try:
+        # Remote workers get the same state: each derives its own RNG streams and env seeds
+        # from it and its worker index.
+        trainer.workers.foreach_worker(lambda w: w.set_state(state))
+        if trainer.evaluation_workers is not None:
+            eval_state = dict(state, policies={pid: {k: v for k, v in p.items() if k != "rng"}
+                                               for pid, p in state["policies"].items()})
+            trainer.evaluation_workers.foreach_worker(lambda w: w.set_state(eval_state))
+        if buffer_state is not None:
+            buffer.set_state(buffer_state)
+    except CheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"checkpoint {ck.path!r} does not fit this trainer: {exc}") from exc
+    trainer.iteration = int(m["iteration"])
+    for key, value in (m.get("counters") or {}).items():
+        trainer.counters[key] = int(value)
+    trainer._episodes_total = int(m.get("episodes_total", 0))
+    trainer._time_total = float(m.get("time_total_s", 0.0))
+    trainer._episode_history.clear()
+
+
+def _nested_example(path: str) -> str:
+    keys = path.split(".")
+    text = "..."
+    for key in reversed(keys):
+        text = f"{{{key!r}: {text}}}"
+    return text
+
+
+def trainer_from_checkpoint(cls: type, path: str, config_overrides: Optional[dict] = None, **trainer_kwargs):
+    """Builds a trainer from the manifest alone and restores it; see `Trainer.from_checkpoint`."""
+    ck = read_checkpoint(path)
+    algo = ck.manifest["algorithm"]
+    trainer_cls = cls
+    if getattr(cls, "_name", "Trainer") == "Trainer":  # the base class: look the algorithm up
+        from rlfleet.algorithms.registry import get_trainer_class
+
+        try:
+            trainer_cls = get_trainer_class(algo)
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint {ck.path!r} is of algorithm {algo!r}, which is not registered "
+                                  f"({exc}); call YourTrainer.from_checkpoint(path) on its class") from None
+    elif cls._name != algo:
+        raise CheckpointError(
+            f"checkpoint {ck.path!r} was written by a {algo} trainer; {cls.__name__}.from_checkpoint cannot "
+            f"load it (use Trainer.from_checkpoint(path), which picks the algorithm from the checkpoint)")
+    recorded = ck.manifest.get("user_config")
+    if not isinstance(recorded, dict):
+        raise CheckpointError(f"checkpoint {ck.path!r} records no config to rebuild the trainer from")
+    try:
+        config = decode(recorded, dict(config_overrides or {}))
+    except DecodeError as exc:
+        raise CheckpointError(
+            f"Trainer.from_checkpoint({ck.path!r}): {exc}. Pass it in config_overrides, e.g. "
+            f"config_overrides={_nested_example(exc.path)}") from None
+    try:
+        trainer = trainer_cls(config=config, **trainer_kwargs)
+    except ValueError as exc:
+        if "env=" in str(exc) and "unknown" in str(exc):
+            raise CheckpointError(
+                f"Trainer.from_checkpoint({ck.path!r}): config key 'env' ({config.get('env')!r}) cannot be "
+                f"resolved in this process: {exc}. Register it with register_env(...) first, or pass "
+                "config_overrides={'env': ...}") from None
+        raise
+    try:
+        restore_trainer(trainer, ck.path, ck)
+    except BaseException:
+        trainer.stop()
+        raise
+    return trainer
+
+
+__all__ = [
+    "CheckpointError", "Checkpoint", "FORMAT_VERSION", "read_checkpoint", "read_manifest", "write_checkpoint",
+    "list_checkpoints", "prune_checkpoints", "save_trainer", "restore_trainer", "trainer_from_checkpoint",
+    "check_weights_fit", "split_arrays", "join_arrays",
+]

@@ -1,0 +1,206 @@
+"""Exporting a policy for serving (TorchScript, ONNX) and its weights alone (safetensors).
+
+The exported model maps a float32 batch of *preprocessed, filtered* observations
+`[B, *obs_shape]` (what the policy's `compute_actions` sees, as in the reference) to the
+action-distribution inputs `[B, K]` and, when the model has a value head, the values `[B]`.
+A `model.json` beside it records the input/output names, the action distribution and the
+spaces. Exported weights (`<prefix>.safetensors` + `<prefix>.json`) load back with
+`import_policy_weights`, which checks their checksum and shapes and never runs code.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Dict, Optional
+
+import numpy as np
+import torch
+
+from rlfleet.utils.json_codec import encode, encode_space, qualified_name
+from rlfleet.utils.safe_files import (
+    CheckpointError,
+    check_weights_fit,
+    json_bytes,
+    parse_safetensors,
+    read_small_json,
+    read_verified,
+    safetensors_bytes,
+    write_file_atomic,
+)
+
+WEIGHTS_FORMAT = "rlfleet-policy-weights"
+MODEL_FORMAT = "rlfleet-exported-model"
+FORMAT_VERSION = 1
+
+
+class _ModelForExport(torch.nn.Module):
+    """`obs -> (dist_inputs, value)` around a copy of a policy model (no state, no dicts)."""
+
+    def __init__(self, model: torch.nn.Module, with_value: bool):
+        super().__init__()
+        self.model = model
+        self.with_value = with_value
+
+    def forward(self, obs: torch.Tensor):
+        out, _ = self.model({"obs": obs}, [], None)
+        if self.with_value:
+            return out, self.model.value_function()
+        return out
+
+
+def _wrap(policy) -> tuple:
+    if policy.is_recurrent():
+        raise NotImplementedError(f"exporting recurrent policies ({type(policy).__name__}) is not supported yet")
+    # The live model (a deepcopy trips over tensors cached from the last forward pass);
+    # tracing it only overwrites those caches. The caller puts it in eval mode.
+    model = policy.model
+    example = torch.zeros((2, *policy.observation_space.shape), dtype=torch.float32)
+    with torch.no_grad():
+        model({"obs": example}, [], None)
+        try:
+            model.value_function()
+            with_value = True
+        except NotImplementedError:
+            with_value = False
+    return _ModelForExport(model, with_value), example
+
+
+def _space(space) -> Any:
+    try:
+        return encode_space(space)
+    except ValueError:
+        return repr(space)
+
+
+def _dist_name(policy) -> str:
+    dist = policy.dist_class
+    return getattr(dist, "__name__", None) or type(dist).__name__
+
+
+def export_policy_model(policy, export_dir: str, onnx: Optional[int] = None) -> str:
+    """Writes `export_dir/model.pt` (TorchScript), or `export_dir/model.onnx` with ONNX opset
+    `onnx` when given, plus `export_dir/model.json`; returns the model file's path.
+
+    Args:
+        policy: a TorchPolicy.
+        export_dir: the folder to write into (created if needed).
+        onnx: the ONNX opset to export with; None writes TorchScript.
+    """
+    os.makedirs(export_dir, exist_ok=True)
+    was_training = policy.model.training
+    policy.model.eval()
+    try:
+        filename = _export(policy, export_dir, onnx)
+    finally:
+        policy.model.train(was_training)
+    return os.path.join(export_dir, filename)
+
+
+def _export(policy, export_dir: str, onnx: Optional[int]) -> str:
+    wrapper, example = _wrap(policy)
+    outputs = ["dist_inputs", "value"] if wrapper.with_value else ["dist_inputs"]
+    with warnings.catch_warnings():
+        # torch 2.9+ marks TorchScript and the TorchScript-based ONNX exporter deprecated;
+        # both still work and need no extra packages (the dynamo exporter needs onnxscript).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with torch.no_grad():
+            if onnx is None:
+                filename = "model.pt"
+                traced = torch.jit.trace(wrapper, (example,), check_trace=False)
+                tmp = os.path.join(export_dir, f".{filename}.tmp-{os.getpid()}")
+                torch.jit.save(traced, tmp)
+                os.replace(tmp, os.path.join(export_dir, filename))
+            else:
+                filename = "model.onnx"
+                tmp = os.path.join(export_dir, f".{filename}.tmp-{os.getpid()}")
+                torch.onnx.export(
+                    wrapper, (example,), tmp, opset_version=int(onnx), dynamo=False,
+                    input_names=["obs"], output_names=outputs,
+                    dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]},
+                )
+                os.replace(tmp, os.path.join(export_dir, filename))
+    meta = {
+        "format": MODEL_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "file": filename,
+        "kind": "torchscript" if onnx is None else "onnx",
+        "onnx_opset": None if onnx is None else int(onnx),
+        "inputs": {"obs": {"shape": [None, *map(int, policy.observation_space.shape)], "dtype": "float32",
+                           "meaning": "preprocessed, filtered observations"}},
+        "outputs": outputs,
+        "action_dist": _dist_name(policy),
+        "observation_space": _space(policy.observation_space),
+        "action_space": _space(policy.action_space),
+    }
+    write_file_atomic(os.path.join(export_dir, "model.json"), json_bytes(meta))
+    return filename
+
+
+def export_policy_weights(policy, export_dir: str, filename_prefix: str = "model") -> str:
+    """Writes `export_dir/<prefix>.safetensors` (the model's weights) and `<prefix>.json`
+    (format, shapes, spaces, model config, checksum); returns the JSON file's path."""
+    os.makedirs(export_dir, exist_ok=True)
+    weights = policy.get_weights()
+    weights_file = f"{filename_prefix}.safetensors"
+    record = write_file_atomic(os.path.join(export_dir, weights_file), safetensors_bytes(weights))
+    from rlfleet import __version__
+
+    meta = {
+        "format": WEIGHTS_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "rlfleet_version": __version__,
+        "policy_class": qualified_name(type(policy)),
+        "files": {weights_file: record},
+        "weights": weights_file,
+        "shapes": {k: list(np.shape(v)) for k, v in weights.items()},
+        "observation_space": _space(policy.observation_space),
+        "action_space": _space(policy.action_space),
+        "model_config": encode(policy.config.get("model")),
+    }
+    path = os.path.join(export_dir, f"{filename_prefix}.json")
+    write_file_atomic(path, json_bytes(meta))
+    return path
+
+
+def read_policy_weights(path: str) -> Dict[str, np.ndarray]:
+    """The weights exported by `export_policy_weights`: `path` is the export folder (with
+    `model.json`), the `.json` file, or the `.safetensors` file (checked against the JSON
+    beside it when there is one)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.json")
+    if path.endswith(".safetensors"):
+        sidecar = path[: -len(".safetensors")] + ".json"
+        if not os.path.isfile(sidecar):
+            if not os.path.isfile(path):
+                raise CheckpointError(f"import_model: no weights file at {path!r}")
+            with open(path, "rb") as f:
+                return parse_safetensors(f.read(), path)
+        path = sidecar
+    if not path.endswith(".json"):
+        raise CheckpointError(f"import_model: {path!r} is neither an export folder, a .json nor a .safetensors "
+                              "file (rlfleet imports only its own exported weights; nothing is unpickled)")
+    meta = read_small_json(path, "import_model")
+    if not isinstance(meta, dict) or meta.get("format") != WEIGHTS_FORMAT:
+        raise CheckpointError(f"import_model: {path!r} is not an rlfleet weights file (format "
+                              f"{meta.get('format') if isinstance(meta, dict) else None!r}, expected {WEIGHTS_FORMAT!r})")
+    if not isinstance(meta.get("format_version"), int) or meta["format_version"] > FORMAT_VERSION:
+        raise CheckpointError(f"import_model: {path!r} has format version {meta.get('format_version')!r}; this "
+                              f"rlfleet reads up to {FORMAT_VERSION}: upgrade rlfleet")
+    rel, files = meta.get("weights"), meta.get("files")
+    if not isinstance(rel, str) or not rel.endswith(".safetensors") or not isinstance(files, dict) \
+            or not isinstance(files.get(rel), dict):
+        raise CheckpointError(f"import_model: {path!r} names no checksummed .safetensors weights file")
+    root = os.path.dirname(os.path.abspath(path))
+    data = read_verified(root, rel, files[rel], path)
+    return parse_safetensors(data, os.path.join(root, rel))
+
+
+def import_policy_weights(policy, path: str) -> None:
+    """Loads weights written by `export_policy_weights` into `policy` (shapes checked first)."""
+    weights = read_policy_weights(path)
+    check_weights_fit(weights, policy.get_weights(), f"weights {path!r}")
+    policy.set_weights(weights)
+
+
+__all__ = ["export_policy_model", "export_policy_weights", "read_policy_weights", "import_policy_weights"]
