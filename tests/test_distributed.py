@@ -224,6 +224,24 @@ def test_remote_worker_envs_match_local_envs(ray_session, tmp_path):
         local.stop()
 
 
+# --- multi-agent on remote workers ---------------------------------------------------
+def test_multi_agent_with_a_remote_worker(ray_session, tmp_path):
+    from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
+
+    trainer = PPOTrainer(env=MultiAgentCartPole, logdir=str(tmp_path), config=dict(
+        SMALL, num_workers=1, env_config={"num_agents": 2},
+        multiagent={"policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}"}))
+    try:
+        result = trainer.train()
+        assert result["num_healthy_workers"] == 1
+        assert set(result["policy_reward_mean"]) == {"p0", "p1"}
+        trainer.add_policy("p2", policy_mapping_fn=lambda aid, episode, worker, **kw: "p2")
+        assert trainer.workers.foreach_worker(lambda w: sorted(w.policy_map)) == [["p0", "p1", "p2"]] * 2
+        assert "p2" in trainer.train()["policy_reward_mean"]
+    finally:
+        trainer.stop()
+
+
 # --- fault tolerance ---------------------------------------------------------------
 class KillOnceCallbacks(DefaultCallbacks):
     """The first remote worker to sample after the marker file appears kills its own

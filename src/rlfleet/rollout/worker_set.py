@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 # Module-level so that Ray pickles them by reference (a lambda would be shipped per call).
 def _env_spaces(worker: RolloutWorker):
-    return (worker.env.observation_space, worker.env.action_space) if worker.env is not None else (None, None)
+    # None where the env has no single pair of spaces (e.g. a multi-agent env).
+    return getattr(worker.env, "observation_space", None), getattr(worker.env, "action_space", None)
 
 
 def _metrics_and_perf(worker: RolloutWorker):
@@ -76,12 +77,18 @@ class WorkerSet:
                 if not trainer_config.get("create_env_on_driver"):
                     # As the reference: the local worker only learns, so it has no env; it
                     # builds its policy from the spaces of a remote worker's env.
-                    local_env_creator = None
                     obs_space, act_space = trainer_config.get("observation_space"), trainer_config.get("action_space")
                     if env_creator is not None and (obs_space is None or act_space is None):
                         env_obs, env_act = self._ray.get(self._remote[0].apply.remote(_env_spaces))
-                        local_config = dict(trainer_config, observation_space=obs_space or env_obs,
-                                            action_space=act_space or env_act)
+                        obs_space, act_space = obs_space or env_obs, act_space or env_act
+                        local_config = dict(trainer_config, observation_space=obs_space, action_space=act_space)
+                    # An env without one pair of spaces (multi-agent: spaces per policy) is
+                    # built on the driver too, only for the local worker to infer them; it
+                    # does not sample.
+                    if env_creator is None or (obs_space is not None and act_space is not None):
+                        local_env_creator = None
+                    else:
+                        local_config = trainer_config
             self._local = RolloutWorker(
                 env_creator=local_env_creator, policy_class=policy_class, config=local_config,
                 worker_index=0, num_workers=num_workers,
