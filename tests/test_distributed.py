@@ -39,6 +39,19 @@ SMALL = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    # As in test_learning.py: tiny nets gain nothing from torch's intra-op threads, and on a
+    # busy 2-core machine their spin-waiting slows the learner many times over. (Ray already
+    # starts its worker processes with OMP_NUM_THREADS=1.)
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def make(trainer_cls=PPOTrainer, tmp_path=None, **overrides):
     config = dict(SMALL, **overrides)
     if trainer_cls is not PPOTrainer:
