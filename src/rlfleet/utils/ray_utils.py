@@ -54,7 +54,7 @@ def init_ray(num_cpus: Optional[float] = None):
     address = os.environ.get("RAY_ADDRESS")
     if address:
         logger.info("Joining the Ray cluster at RAY_ADDRESS=%s", address)
-        ray.init(address=address, include_dashboard=False)
+        ray.init(address=address)
         return ray
     cores = os.cpu_count() or 1
     want = cores if num_cpus is None else max(cores, int(math.ceil(num_cpus)))
