@@ -77,7 +77,6 @@ class ResourceRequest:
         return PlacementGroupFactory(self.bundles, strategy=self.strategy)
 
 
-
 def _sys_usage() -> Dict[str, float]:
     try:
         import psutil
@@ -479,6 +478,12 @@ class Trainer:
         if state is not None:
             per_key = [state.get(k, policy.get_initial_state()) for k in keys]
             state_batches = [np.stack(s) for s in zip(*per_key)]
+        if isinstance(prev_action, dict):  # {key: action}, as the observations
+            from rlfleet.utils.spaces import flatten_action
+
+            prev_action = np.stack([flatten_action(prev_action[k], policy.action_space) for k in keys])
+        if isinstance(prev_reward, dict):
+            prev_reward = np.asarray([prev_reward[k] for k in keys], np.float32)
         actions, states_out, extra = policy.compute_actions(obs_batch, state_batches, prev_action, prev_reward, info,
                                                             explore=explore)
         if normalize_actions is None:
@@ -668,9 +673,3 @@ class Trainer:
 
     def __repr__(self) -> str:
         return self._name
-        if isinstance(prev_action, dict):  # {key: action}, as the observations
-            from rlfleet.utils.spaces import flatten_action
-
-            prev_action = np.stack([flatten_action(prev_action[k], policy.action_space) for k in keys])
-        if isinstance(prev_reward, dict):
-            prev_reward = np.asarray([prev_reward[k] for k in keys], np.float32)
