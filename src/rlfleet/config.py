@@ -405,7 +405,7 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("num_cpus_per_worker", 1, "CPUs per remote worker.", _num(0)),
         K("num_gpus_per_worker", 0, "GPUs per remote worker (may be fractional).", _num(0)),
         K("custom_resources_per_worker", {}, "Custom Ray resources per remote worker.", _dict()),
-        K("num_cpus_for_driver", 1, "CPUs for the trainer process (under Tune).", _num(0)),
+        K("num_cpus_for_driver", 1, "CPUs for the trainer process: reserved under Tune, and the cap on torch's threads (unless OMP_NUM_THREADS is set).", _num(0)),
         K("placement_strategy", "PACK", "Ray placement-group strategy for trainer and workers.",
           _one_of("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
     ],
