@@ -19,7 +19,7 @@ class FakeTrainer:
     steps, NaN reward on iteration 1 and an `evaluation` dict on even iterations.
 
     Config knobs (test-only): "interrupt_at" raises KeyboardInterrupt in that train() call;
-    "save" is "ok" (default), "not_implemented"; "invalid" makes the constructor raise
+    "invalid" makes the constructor raise
     ValueError like config validation would.
     """
 
@@ -61,8 +61,6 @@ class FakeTrainer:
         return result
 
     def save(self):
-        if self.config.get("save") == "not_implemented":
-            raise NotImplementedError("checkpoints land later")
         path = os.path.join(self.logdir, f"checkpoint_{self.iteration:06d}")
         self.saves.append(path)
         return path
@@ -283,17 +281,6 @@ def test_checkpoint_at_end_not_duplicated(capsys):
                           "--checkpoint-at-end")
     assert code == 0
     assert len(_last_trainer().saves) == 2
-
-
-def test_checkpoint_not_implemented_is_a_notice(capsys):
-    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
-                          '{"training_iteration": 4}', "--checkpoint-freq", "1",
-                          "--checkpoint-at-end", "--config", '{"save": "not_implemented"}')
-    assert code == 0
-    notices = [line for line in out if "not supported yet" in line]
-    assert len(notices) == 1
-    assert _last_trainer().iteration == 4
-    assert out[-1].startswith("Results: ")
 
 
 def test_unknown_run_lists_algorithms(capsys):

@@ -138,5 +138,5 @@ def test_export_model_writes_every_format(trained, tmp_path):
 
 def test_h5_import_points_to_import_model(trained):
     _, t, _ = trained
-    with pytest.raises(NotImplementedError, match=r"no Keras.*import_model"):
+    with pytest.raises(ValueError, match=r"no Keras.*import_model"):
         t.import_policy_model_from_h5("model.h5")

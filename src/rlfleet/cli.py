@@ -374,25 +374,16 @@ def _describe_stop(stop: Mapping[str, float]) -> str:
 # Running
 # --------------------------------------------------------------------------------------
 class _Checkpointer:
-    """Saves checkpoints; turns itself off after the first NotImplementedError."""
+    """Saves checkpoints, at most once per iteration, pruning to `keep_checkpoints_num`."""
 
     def __init__(self, keep_checkpoints_num: Optional[int] = None) -> None:
-        self.available = True
         self.last_iteration: Optional[int] = None
         self.keep = keep_checkpoints_num
 
     def save(self, trainer: Any, iteration: Optional[int]) -> None:
-        if not self.available or (iteration is not None and iteration == self.last_iteration):
+        if iteration is not None and iteration == self.last_iteration:
             return
-        try:
-            path = trainer.save(keep_checkpoints_num=self.keep) if self.keep else trainer.save()
-        except NotImplementedError as exc:
-            # Checkpointing lands in a later issue; training itself must not fail for it.
-            self.available = False
-            detail = f" ({exc})" if str(exc) else ""
-            print(f"Note: checkpoints are not supported yet{detail}; continuing without "
-                  f"saving.", flush=True)
-            return
+        path = trainer.save(keep_checkpoints_num=self.keep) if self.keep else trainer.save()
         self.last_iteration = iteration
         print(f"Checkpoint saved: {path}", flush=True)
 

@@ -62,7 +62,7 @@ class Preprocessor:
 
     def transform(self, obs: Any) -> np.ndarray:
         """Returns one observation as an array of `shape` and `dtype`."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def transform_batch(self, obs_list: Any) -> np.ndarray:
         """Returns a batch of observations as one array `[B, *shape]`."""
@@ -279,10 +279,10 @@ class _FlatteningPreprocessor(Preprocessor):
         self.shape = (int(self._bounds[-1]),)
 
     def _parts(self, obs: Any) -> Sequence[Any]:
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def _batch_parts(self, obs_list: Any) -> list[Any]:
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def _low(self) -> np.ndarray:
         parts = [np.asarray(c._low(), dtype=np.float32).reshape(-1) for c in self._children]
@@ -331,7 +331,7 @@ class _FlatteningPreprocessor(Preprocessor):
                 raise ValueError(f"In {self._space}, component {label}: {e}") from None
 
     def _labels(self) -> list[str]:
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
 
 class TupleFlatteningPreprocessor(_FlatteningPreprocessor):

@@ -50,7 +50,8 @@ class _ModelForExport(torch.nn.Module):
 
 def _wrap(policy) -> tuple:
     if policy.is_recurrent():
-        raise NotImplementedError(f"exporting recurrent policies ({type(policy).__name__}) is not supported yet")
+        raise ValueError(f"{type(policy).__name__} is recurrent (use_lstm): exporting recurrent policies is not "
+                         "supported; export a feed-forward policy, or save a checkpoint instead")
     # The live model (a deepcopy trips over tensors cached from the last forward pass);
     # tracing it only overwrites those caches. The caller puts it in eval mode.
     model = policy.model

@@ -382,7 +382,7 @@ class TorchPolicy(Policy):
         import_policy_weights(self, path)
 
     def import_model_from_h5(self, import_file: str) -> None:
-        raise NotImplementedError(
+        raise ValueError(
             f"import_model_from_h5({import_file!r}): rlfleet has no Keras, so .h5 files cannot be imported; "
             "export weights with export_checkpoint(dir) and load them with import_model(path)")
 

@@ -135,33 +135,33 @@ class Filter:
 
     def __call__(self, x: Any, update: bool = True) -> np.ndarray:
         """Filters ONE observation; `update` lets the filter learn from it."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def apply_batch(self, xs: Any, update: bool = True) -> np.ndarray:
         """Filters a batch `[B, *shape]` at once."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def apply_changes(self, other: "Filter", with_buffer: bool = False) -> None:
         """Absorbs what `other` saw since its last `clear_buffer()`."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def copy(self) -> "Filter":
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def sync(self, other: "Filter") -> None:
         """Makes this filter's state equal to `other`'s."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def clear_buffer(self) -> None:
         """Forgets the data seen since the last clear (keeps the overall stats)."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def get_state(self) -> dict[str, Any]:
         """Returns the state as NumPy arrays and plain scalars (no pickling needed)."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        raise NotImplementedError
+        raise NotImplementedError  # abstract
 
     # Reference-compatible name.
     def as_serializable(self) -> "Filter":
