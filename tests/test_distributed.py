@@ -255,6 +255,45 @@ def test_multi_agent_with_a_remote_worker(ray_session, tmp_path):
         trainer.stop()
 
 
+def test_add_and_remove_policy_with_a_remote_worker(ray_session, tmp_path):
+    from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
+
+    trainer = PPOTrainer(env=MultiAgentCartPole, logdir=str(tmp_path), config=dict(
+        SMALL, num_workers=1, env_config={"num_agents": 2}, recreate_failed_workers=True,
+        multiagent={"policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}"}))
+    try:
+        trainer.train()
+        trainer.add_policy("new", policy_mapping_fn=lambda aid, episode, worker, **kw: "p0" if aid == 0 else "new")
+        for _ in range(2):
+            result = trainer.train()
+        assert "new" in result["policy_reward_mean"] and "new" in result["info"]["learner"]
+        local = trainer.get_policy("new").get_weights()
+        remote = ray_session.get(trainer.workers.remote_workers()[0].apply.remote(
+            lambda w: (sorted(w.policy_map), w.get_policy("new").get_weights())))
+        assert remote[0] == ["new", "p0", "p1"]
+        for name, value in local.items():
+            np.testing.assert_array_equal(remote[1][name], value)
+
+        # A worker recreated after a failure, and evaluation workers made after the change,
+        # get the run-time policy too.
+        ray_session.kill(trainer.workers.remote_workers()[0])
+        trainer._try_recover()
+        assert trainer.workers.foreach_worker(lambda w: sorted(w.policy_map)) == [["new", "p0", "p1"]] * 2
+        assert trainer.workers.foreach_worker(lambda w: sorted(w.policies_to_train)) == [["new", "p0", "p1"]] * 2
+        assert trainer.evaluation_workers is None
+        trainer.evaluate()
+        assert sorted(trainer.evaluation_workers.local_worker().policy_map) == ["new", "p0", "p1"]
+
+        trainer.remove_policy("new", policy_mapping_fn=lambda aid, episode, worker, **kw: f"p{aid}")
+        everywhere = (trainer.workers.foreach_worker(lambda w: sorted(w.policy_map))
+                      + trainer.evaluation_workers.foreach_worker(lambda w: sorted(w.policy_map)))
+        assert everywhere == [["p0", "p1"]] * 3
+        trainer.train()
+        assert "new" not in trainer.train()["info"]["learner"]
+    finally:
+        trainer.stop()
+
+
 # --- fault tolerance ---------------------------------------------------------------
 class KillOnceCallbacks(DefaultCallbacks):
     """The first remote worker to sample after the marker file appears kills its own

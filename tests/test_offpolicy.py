@@ -470,9 +470,10 @@ def test_replay_config_validation(tmp_path):
             DQNTrainer(env="CartPole-v1", logdir=str(tmp_path), config=dict(TINY_DQN, **bad))
     with pytest.raises(ValueError, match="Discrete"):
         DQNTrainer(env="Pendulum-v1", logdir=str(tmp_path), config=TINY_DQN)
-    with pytest.raises(ValueError, match="'multiagent.policies'.*not available yet"):
+    with pytest.raises(ValueError, match="'multiagent.replay_mode'.*lockstep.*not available yet"):
         DQNTrainer(env="CartPole-v1", logdir=str(tmp_path), config=dict(TINY_DQN, multiagent={
-            "policies": {"a", "b"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: "a"}))
+            "policies": {"a", "b"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: "a",
+            "replay_mode": "lockstep"}))
     with pytest.raises(ValueError, match="Box"):
         DDPGTrainer(env="CartPole-v1", logdir=str(tmp_path), config=dict(seed=0, log_sys_usage=False))
 

@@ -13,6 +13,8 @@
       policies/<policy_id>/state.safetensors     optimizer moments and steps, torch RNG state
       filters.safetensors                        observation-filter statistics
       replay_buffer.safetensors                  with `store_buffer_in_checkpoints` only
+      replay_buffers/<policy_id>.safetensors     likewise, multi-agent off-policy: the other
+                                                 policies' buffers
 
 A save writes into a hidden folder beside the target, fsyncs every file, writes the
 manifest last and renames the folder into place, so an interrupted save leaves either the
@@ -75,6 +77,8 @@ def _route(path: Tuple[str, ...], folders: Dict[str, str]) -> Tuple[str, str]:
     """(file, key) an array at `path` of the state is stored under."""
     if path[:1] == ("replay_buffer",):
         return "replay_buffer.safetensors", "/".join(path[1:])
+    if path[:1] == ("replay_buffers",) and len(path) >= 2:
+        return f"replay_buffers/{_policy_folder(path[1])}.safetensors", "/".join(path[2:])
     if path[:1] == ("worker",):
         path = path[1:]
     if len(path) >= 3 and path[0] == "policies":
@@ -324,6 +328,9 @@ def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints
     buffer = getattr(trainer, "local_replay_buffer", None)  # off-policy trainers
     if buffer is not None and trainer.config.get("store_buffer_in_checkpoints"):
         state["replay_buffer"] = buffer.get_state()
+        others = {pid: b.get_state() for pid, b in getattr(trainer, "replay_buffers", {}).items() if b is not buffer}
+        if others:
+            state["replay_buffers"] = others
     manifest = {
         "rlfleet_version": _versions()["rlfleet"],
         "versions": _versions(),
@@ -373,6 +380,14 @@ def _check_fits(trainer, ck: Checkpoint) -> None:
             raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer of capacity "
                                   f"{buffer_state.get('capacity')!r}; this trainer's has {buffer.capacity} "
                                   "(set buffer_size to match)")
+    for pid, pstate in (ck.state.get("replay_buffers") or {}).items():
+        if not hasattr(trainer, "replay_buffer") or pid not in local.policy_map:
+            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer of policy {pid!r}, which this "
+                                  f"trainer cannot take (its policies: {sorted(local.policy_map)})")
+        if int(pstate.get("capacity", -1)) != int(trainer.config["buffer_size"]):
+            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer of capacity "
+                                  f"{pstate.get('capacity')!r} for policy {pid!r}; this trainer's buffers have "
+                                  f"{trainer.config['buffer_size']} (set buffer_size to match)")
 
 
 def restore_trainer(trainer, path: str, checkpoint: Optional[Checkpoint] = None) -> None:
@@ -393,6 +408,8 @@ def restore_trainer(trainer, path: str, checkpoint: Optional[Checkpoint] = None)
             trainer.evaluation_workers.foreach_worker(lambda w: w.set_state(eval_state))
         if buffer_state is not None:
             buffer.set_state(buffer_state)
+        for pid, pstate in (ck.state.get("replay_buffers") or {}).items():
+            trainer.replay_buffer(pid).set_state(pstate)
     except CheckpointError:
         raise
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:

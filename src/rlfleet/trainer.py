@@ -14,7 +14,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -177,6 +177,9 @@ class Trainer:
             env_creator=self.env_creator, policy_class=self._policy_class,
             config=self.config, num_workers=self.config["num_workers"],
         )
+        # add_policy / remove_policy calls, in order, replayed on workers made later
+        # (recreated after a failure, evaluation workers made lazily).
+        self._policy_changes: List[Tuple[str, Dict[str, Any]]] = []
         self.evaluation_workers: Optional[WorkerSet] = None
         if self.config.get("evaluation_interval"):
             self.evaluation_workers = self._make_evaluation_workers()
@@ -250,8 +253,24 @@ class Trainer:
         # Evaluation always runs whole episodes, with the weights it was given (no
         # background sampling thread).
         eval_config.update({"batch_mode": "complete_episodes", "in_evaluation": True, "sample_async": False})
-        return self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class,
-                                  config=eval_config, num_workers=self.config["evaluation_num_workers"])
+        workers = self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class,
+                                     config=eval_config, num_workers=self.config["evaluation_num_workers"])
+        if self._policy_changes:
+            workers.foreach_worker(self._policy_changes_replayer())
+        return workers
+
+    def _policy_changes_replayer(self) -> Callable[[Any], None]:
+        """`fn(worker)` that applies this trainer's run-time add/remove_policy calls, in order."""
+        changes = list(self._policy_changes)
+
+        def replay(worker) -> None:
+            for op, kwargs in changes:
+                if op == "add":
+                    worker.add_policy(**kwargs)
+                else:
+                    worker.remove_policy(**kwargs)
+
+        return replay
 
     # --- the loop ----------------------------------------------------------------
     def training_step(self) -> Dict[str, Any]:
@@ -352,7 +371,9 @@ class Trainer:
                 continue
             if self.config["recreate_failed_workers"]:
                 logger.warning("Recreating %s worker(s) %s", name, failed)
-                worker_set.recreate_workers(failed, from_worker=local, global_vars=self._global_vars())
+                prepare = self._policy_changes_replayer() if self._policy_changes else None
+                worker_set.recreate_workers(failed, from_worker=local, global_vars=self._global_vars(),
+                                            prepare=prepare)
             elif not worker_set.remote_workers():
                 raise WorkerFailureError(
                     f"No healthy remote {name} worker is left (worker(s) {failed} failed); cannot continue. "
@@ -562,6 +583,10 @@ class Trainer:
         self.workers.foreach_worker(add)
         if self.evaluation_workers is not None:
             self.evaluation_workers.foreach_worker(add)
+        self._policy_changes.append(("add", dict(
+            policy_id=policy_id, policy_cls=policy_cls, observation_space=observation_space,
+            action_space=action_space, config=config, policy_mapping_fn=policy_mapping_fn,
+            policies_to_train=policies_to_train)))
         if self.workers.remote_workers():  # copies on other workers start from the local weights
             self.workers.sync_weights(policies=[policy_id])
         return self.get_policy(policy_id)
@@ -588,6 +613,8 @@ class Trainer:
         self.workers.foreach_worker(remove)
         if self.evaluation_workers is not None:
             self.evaluation_workers.foreach_worker(remove)
+        self._policy_changes.append(("remove", dict(policy_id=policy_id, policy_mapping_fn=policy_mapping_fn,
+                                                    policies_to_train=policies_to_train)))
 
     def _global_vars(self) -> Dict[str, Any]:
         return {"timestep": self.counters["num_env_steps_sampled"]}

@@ -6,6 +6,11 @@ below) and gives a policy with:
 - `learn_on_batch(batch) -> {"learner_stats": {...}, "td_error": np.ndarray}` (one update
   on a replayed batch carrying `weights` and `n_steps`), and
 - `update_target(tau=None)` (hard copy for tau 1, Polyak averaging otherwise).
+
+Multi-agent (`multiagent.replay_mode: "independent"`, the only mode for now): each policy in
+`policies_to_train` has its own replay buffer, n-step transitions, updates, priorities and
+target updates; `learning_starts`, `training_intensity` and `target_network_update_freq`
+count env steps or agent steps per `multiagent.count_steps_by`.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import torch
 
 from rlfleet.algorithms.sampling import synchronous_parallel_sample
 from rlfleet.config import DEFAULT_POLICY_ID
+from rlfleet.policy.sample_batch import MultiAgentBatch
 from rlfleet.policy.torch_policy import derive_seed
 from rlfleet.replay import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer, n_step_transitions
 from rlfleet.trainer import Trainer
@@ -104,10 +110,12 @@ def normalize_replay_config(config: dict) -> None:
                          "(needs remote replay workers); use the default False")
 
 
-def make_replay_buffer(config: dict) -> ReplayBuffer:
-    """The buffer the (normalized) config asks for, seeded from `seed`."""
+def make_replay_buffer(config: dict, policy_id: str = DEFAULT_POLICY_ID) -> ReplayBuffer:
+    """The buffer the (normalized) config asks for, seeded from `seed` (and `policy_id`
+    for a policy other than the default one)."""
     seed = config.get("seed")
-    rng_seed = None if seed is None else derive_seed(seed, "replay_buffer")
+    parts = () if policy_id == DEFAULT_POLICY_ID else (policy_id,)
+    rng_seed = None if seed is None else derive_seed(seed, "replay_buffer", *parts)
     if config.get("prioritized_replay"):
         return PrioritizedReplayBuffer(config["buffer_size"], alpha=config["prioritized_replay_alpha"],
                                        seed=rng_seed)
@@ -118,19 +126,21 @@ class OffPolicyTrainer(Trainer):
     """Trainer base for replay-based algorithms: `training_step` below is the whole loop.
 
     Attributes:
-        local_replay_buffer: the ReplayBuffer (its `get_state()` / `set_state()` are what
-            a checkpoint stores when `store_buffer_in_checkpoints`).
+        local_replay_buffer: the default policy's ReplayBuffer (its `get_state()` /
+            `set_state()` are what a checkpoint stores when `store_buffer_in_checkpoints`).
+        replay_buffers: `{policy_id: ReplayBuffer}`, the default policy's included; the
+            others are made on first use (see `replay_buffer`).
     """
 
     def validate_algorithm_config(self, config: dict) -> None:
         normalize_replay_config(config)
-        policies = set((config.get("multiagent") or {}).get("policies") or ())
-        if policies - {DEFAULT_POLICY_ID}:
-            raise ValueError(f"'multiagent.policies': {sorted(policies)} is not available yet for {self._name} in "
-                             "this version of rlfleet (needs multi-agent replay); use one policy")
+        if (config.get("multiagent") or {}).get("replay_mode") == "lockstep":
+            raise ValueError(f"'multiagent.replay_mode': 'lockstep' is not available yet for {self._name} in this "
+                             "version of rlfleet; use 'independent' (one replay buffer per policy)")
 
     def setup(self, config: dict) -> None:
         self.local_replay_buffer = make_replay_buffer(config)
+        self.replay_buffers: Dict[str, ReplayBuffer] = {DEFAULT_POLICY_ID: self.local_replay_buffer}
         self.beta_schedule = PiecewiseSchedule([
             (0, config.get("prioritized_replay_beta", 0.4)),
             (config.get("prioritized_replay_beta_annealing_timesteps", 1),
@@ -141,6 +151,20 @@ class OffPolicyTrainer(Trainer):
         self.counters.setdefault("last_target_update_ts", 0)
         self._update_credit = 0.0
         self._last_info: Dict[str, Any] = {}
+        self._last_infos: Dict[str, Any] = {}  # multi-agent: per policy
+
+    def replay_buffer(self, policy_id: str) -> ReplayBuffer:
+        """Policy `policy_id`'s replay buffer, made (empty, seeded per policy) on first use."""
+        buffer = self.replay_buffers.get(policy_id)
+        if buffer is None:
+            buffer = self.replay_buffers[policy_id] = make_replay_buffer(self.config, policy_id)
+        return buffer
+
+    def remove_policy(self, policy_id: str = DEFAULT_POLICY_ID, **kwargs: Any) -> None:
+        super().remove_policy(policy_id, **kwargs)
+        if policy_id != DEFAULT_POLICY_ID:
+            self.replay_buffers.pop(policy_id, None)
+        self._last_infos.pop(policy_id, None)
 
     def updates_owed(self, steps_sampled: int) -> int:
         """How many replayed batches the `steps_sampled` new steps pay for.
@@ -163,6 +187,8 @@ class OffPolicyTrainer(Trainer):
         policy = self.get_policy()
         # === sample one fragment; store it as n-step transitions ===
         batch = synchronous_parallel_sample(self.workers, 1)
+        if isinstance(batch, MultiAgentBatch):
+            return self._training_step_multi_agent(batch)
         self.counters["num_env_steps_sampled"] += batch.count
         self.counters["num_agent_steps_sampled"] += batch.count
         buffer.add(n_step_transitions(batch, cfg["n_step"], cfg["gamma"]))
@@ -190,6 +216,49 @@ class OffPolicyTrainer(Trainer):
         # === sync ===
         self.workers.sync_weights(global_vars=self._global_vars())
         return {DEFAULT_POLICY_ID: info}
+
+    def _training_step_multi_agent(self, batch: MultiAgentBatch) -> Dict[str, Any]:
+        """`training_step` with one replay buffer per trainable policy ("independent")."""
+        cfg = self.config
+        local = self.workers.local_worker()
+        by_agent = (cfg.get("multiagent") or {}).get("count_steps_by") == "agent_steps"
+        self.counters["num_env_steps_sampled"] += batch.env_steps()
+        self.counters["num_agent_steps_sampled"] += batch.agent_steps()
+        # === store: each trainable policy's samples as n-step transitions in its buffer ===
+        to_train = [pid for pid in local.policies_to_train if pid in local.policy_map]
+        for pid in to_train:
+            policy_batch = batch.policy_batches.get(pid)
+            if policy_batch is not None and policy_batch.count > 0:
+                gamma = self.get_policy(pid).config.get("gamma", cfg["gamma"])
+                self.replay_buffer(pid).add(n_step_transitions(policy_batch, cfg["n_step"], gamma))
+        sampled = self.counters["num_agent_steps_sampled" if by_agent else "num_env_steps_sampled"]
+        new_steps = batch.agent_steps() if by_agent else batch.env_steps()
+
+        # === replay and learn, per policy ===
+        if sampled >= cfg["learning_starts"]:
+            ready = [pid for pid in to_train if pid in self.replay_buffers and len(self.replay_buffers[pid]) > 0]
+            for _ in range(self.updates_owed(new_steps) if ready else 0):
+                for pid in ready:
+                    policy, buffer = self.get_policy(pid), self.replay_buffers[pid]
+                    replayed = buffer.sample(cfg["train_batch_size"], beta=self.beta_schedule(sampled))
+                    info = policy.learn_on_batch(replayed)
+                    td_error = info.pop("td_error")
+                    if cfg.get("prioritized_replay"):
+                        buffer.update_priorities(replayed[BATCH_INDEXES],
+                                                 np.abs(td_error) + cfg["prioritized_replay_eps"])
+                    self.counters["num_agent_steps_trained"] += replayed.count
+                    self._last_infos[pid] = info
+                self.counters["num_env_steps_trained"] += cfg["train_batch_size"]
+                # === target networks of the policies that learn ===
+                if sampled - self.counters["last_target_update_ts"] >= cfg["target_network_update_freq"]:
+                    for pid in ready:
+                        self.get_policy(pid).update_target()
+                    self.counters["num_target_updates"] += 1
+                    self.counters["last_target_update_ts"] = sampled
+
+        # === sync ===
+        self.workers.sync_weights(global_vars=self._global_vars())
+        return {pid: info for pid, info in self._last_infos.items() if pid in local.policy_map}
 
 
 def replay_config(**overrides: Any) -> Dict[str, Optional[Any]]:

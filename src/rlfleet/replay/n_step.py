@@ -31,8 +31,8 @@ def n_step_transitions(batch: SampleBatch, n_step: int, gamma: float,
 
     Args:
         batch: env-major rows with `obs`, `actions`, `rewards`, `new_obs`, `terminateds`,
-            `eps_id` (and optionally `dones`); a trajectory ends where `eps_id` changes,
-            at a `dones` row, or at the end of the batch.
+            `eps_id` (and optionally `dones`, `agent_index`); a trajectory ends where
+            `eps_id` or `agent_index` changes, at a `dones` row, or at the end of the batch.
         n_step: the lookahead n (>= 1).
         gamma: the discount factor.
         columns: the columns of the result.
@@ -46,6 +46,9 @@ def n_step_transitions(batch: SampleBatch, n_step: int, gamma: float,
     ends = trajectory_ends(batch[SB.EPS_ID])
     if SB.DONES in batch:
         ends = ends | batch[SB.DONES].astype(bool)
+    if SB.AGENT_INDEX in batch and count:  # one policy's rows may hold several agents of an episode
+        agents = batch[SB.AGENT_INDEX]
+        ends = ends | np.append(agents[1:] != agents[:-1], True)
     # Index of the last row of each row's trajectory: a reverse running minimum over the
     # positions of trajectory ends.
     end_pos = np.where(ends, np.arange(count), count)

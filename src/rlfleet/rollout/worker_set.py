@@ -278,10 +278,14 @@ class WorkerSet:
         return failed
 
     def recreate_workers(self, indices: Sequence[int], from_worker: RolloutWorker,
-                         global_vars: Optional[dict] = None) -> None:
+                         global_vars: Optional[dict] = None,
+                         prepare: Optional[Callable[[RolloutWorker], Any]] = None) -> None:
         """Starts replacements for the workers `indices` (same worker index, so the same
-        seeds) and gives them the weights and filters of `from_worker`."""
+        seeds), runs `prepare(worker)` on each (e.g. the trainer's run-time policy changes)
+        and gives them the weights and filters of `from_worker`."""
         new = self._add(list(indices))
+        if prepare is not None:
+            self._ray.get([w.apply.remote(prepare) for w in new])
         weights = self._ray.put(from_worker.get_weights())
         filters = self._ray.put(from_worker.get_filters())
         self._ray.get([w.set_weights.remote(weights, global_vars) for w in new]
