@@ -477,7 +477,7 @@ NON_DEFAULT = {
     "num_gpus": 1, "_fake_gpus": True, "input": "/tmp/data",
     "output": "logdir",
     "model.use_attention": True,
-    "compress_observations": True, "record_env": True, "render_env": True,
+    "record_env": True, "render_env": True,
     "env_task_fn": lambda *a: None, "fake_sampler": True, "sample_collector": object,
     "logger_config": {"type": "x"},
 }

@@ -504,7 +504,6 @@ NOT_YET_AVAILABLE: Dict[str, str] = {
     "input": "needs offline input readers",
     "output": "needs offline output writers",
     "model.use_attention": "needs attention models",
-    "compress_observations": "needs LZ4 observation compression",
     "record_env": "needs video recording",
     "render_env": "needs env rendering",
     "env_task_fn": "needs TaskSettableEnv curricula",

@@ -17,6 +17,7 @@ from rlfleet.models.catalog import ModelCatalog
 from rlfleet.policy.fast_inference import NumpyMLPInference, sample_numpy, supports_fast_path
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
+from rlfleet.utils.compression import decompress_columns
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.utils.schedules import make_schedule
 
@@ -247,6 +248,7 @@ class TorchPolicy(Policy):
         flattens the row columns back to `[S * T, ...]` for the loss.
         """
         columns = list(self.loss_columns) + [c for c in self.view_columns if c not in self.loss_columns]
+        batch = decompress_columns(batch, columns)  # compress_observations: once per train batch
         missing = [c for c in columns if c not in batch]
         if missing:
             raise ValueError(

@@ -84,6 +84,10 @@ class ReplayBuffer:
             if value.shape[1:] != store.shape[1:]:
                 raise ValueError(f"replay buffer column {key!r} holds rows of shape {store.shape[1:]}; "
                                  f"the batch added has {value.shape[1:]}")
+            if value.dtype.kind == "S" and value.itemsize > store.itemsize:
+                # LZ4-compressed observations (compress_observations) vary in width: widen the
+                # column (with headroom) rather than let NumPy silently truncate the rows.
+                store = self._storage[key] = store.astype(f"S{value.itemsize + value.itemsize // 4}")
             store[slots] = value[skip:]
         self._next = int((self._next + n - skip) % self.capacity)
         self._size = min(self.capacity, self._size + n - skip)

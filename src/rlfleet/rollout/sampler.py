@@ -15,6 +15,7 @@ import numpy as np
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import Episode, RolloutMetrics
+from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import action_layout, env_actions
 
 SB = SampleBatch
@@ -79,6 +80,7 @@ class SingleAgentSampler:
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
         self._render = bool(config.get("render_env"))
+        self._compress = bool(config.get("compress_observations", False))
         # Recurrent policies: per-env state carried from step to step (reset at episode
         # starts), recorded with the previous action / reward as `state_in_k`,
         # `state_out_k`, `prev_actions`, `prev_rewards` on every row (see _act_recurrent).
@@ -365,4 +367,7 @@ class SingleAgentSampler:
                     policies=self.worker.policy_map, postprocessed_batch=piece, original_batches={},
                 )
             batch = SampleBatch.concat_samples(pieces)
+        if self._compress:
+            # After postprocessing (bootstrapping reads `new_obs`); the learner decompresses.
+            compress_columns(batch)
         return batch

@@ -14,7 +14,9 @@ class BrightPixelEnv(gym.Env):
 
     A random policy earns 1/4 per step; one that reads the image earns 1.
 
-    env_config keys: `size` (default 42), `spot` (default 4), `episode_len` (default 10).
+    env_config keys: `size` (default 42), `spot` (default 4), `episode_len` (default 10),
+    `noise` (default 40: background pixels are uniform in [0, noise); 0 gives a black
+    background, which LZ4 compresses well, unlike the noise).
     """
 
     def __init__(self, env_config: Optional[dict] = None):
@@ -22,6 +24,7 @@ class BrightPixelEnv(gym.Env):
         self.size = int(cfg.get("size", 42))
         self.spot = int(cfg.get("spot", 4))
         self.episode_len = int(cfg.get("episode_len", 10))
+        self.noise = int(cfg.get("noise", 40))
         self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(4)
         self._t = 0
@@ -29,7 +32,10 @@ class BrightPixelEnv(gym.Env):
 
     def _image(self) -> np.ndarray:
         rng = self.np_random
-        img = rng.integers(0, 40, (self.size, self.size, 3), dtype=np.uint8)
+        if self.noise > 0:
+            img = rng.integers(0, self.noise, (self.size, self.size, 3), dtype=np.uint8)
+        else:
+            img = np.zeros((self.size, self.size, 3), np.uint8)
         self._quadrant = int(rng.integers(4))
         half = self.size // 2
         row0 = (self._quadrant // 2) * half
