@@ -141,3 +141,24 @@ def test_compress_observations_off_keeps_plain_arrays():
         assert policy_batch[SB.OBS].dtype == np.uint8 and policy_batch[SB.OBS].shape[1:] == (42, 42, 3)
     finally:
         trainer.stop()
+
+
+def test_multi_agent_sampler_compresses_too():
+    from rlfleet.env.multi_agent_env import make_multi_agent
+
+    two_pixels = make_multi_agent(lambda ctx: BrightPixelEnv({"noise": 0}))
+    trainer = PPOTrainer(env=two_pixels, config={
+        "seed": 0, "compress_observations": True, "rollout_fragment_length": 16, "train_batch_size": 32,
+        "sgd_minibatch_size": 16, "num_sgd_iter": 1,
+        "multiagent": {"policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, *a, **k: f"p{aid}"},
+    })
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert set(batch.policy_batches) == {"p0", "p1"}
+        for policy_batch in batch.policy_batches.values():
+            assert is_compressed(policy_batch[SB.OBS]) and is_compressed(policy_batch[SB.NEXT_OBS])
+            assert decompress(policy_batch[SB.NEXT_OBS]).shape == (policy_batch.count, 42, 42, 3)
+        stats = trainer.train()["info"]["learner"]["p1"]["learner_stats"]
+        assert np.isfinite(stats["total_loss"]), stats
+    finally:
+        trainer.stop()

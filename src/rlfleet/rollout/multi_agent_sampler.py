@@ -30,6 +30,7 @@ from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
 from rlfleet.rollout.multi_agent_worker import call_mapping_fn
 from rlfleet.rollout.sampler import make_reward_clipper
+from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
@@ -62,6 +63,7 @@ class MultiAgentSampler:
         self.horizon = config.get("horizon")
         self.soft_horizon = bool(config.get("soft_horizon"))
         self.no_done_at_end = bool(config.get("no_done_at_end"))
+        self._compress = bool(config.get("compress_observations", False))
         self.reward_clipper = make_reward_clipper(config.get("clip_rewards"), is_atari)
         self._hooks = {
             name: callbacks.overrides(name)
@@ -329,4 +331,9 @@ class MultiAgentSampler:
             ep.rows, ep.num_rows = {}, 0
         self._finished = [e for e in self._finished if e not in episodes]
         order = [pid for pid in self.worker.policy_map if pid in per_policy]  # stable: the map's order
-        return MultiAgentBatch({pid: SampleBatch.concat_samples(per_policy[pid]) for pid in order}, env_steps)
+        batches = {pid: SampleBatch.concat_samples(per_policy[pid]) for pid in order}
+        if self._compress:
+            # After postprocessing (bootstrapping reads `new_obs`); the learner decompresses.
+            for batch in batches.values():
+                compress_columns(batch)
+        return MultiAgentBatch(batches, env_steps)
