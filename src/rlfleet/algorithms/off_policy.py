@@ -181,6 +181,17 @@ class OffPolicyTrainer(Trainer):
         self._update_credit -= n
         return n
 
+    def _learn_from_replay(self, policy, buffer, sampled: int) -> Dict[str, Any]:
+        """One update of `policy` on a batch replayed from `buffer`; refreshes priorities."""
+        cfg = self.config
+        replayed = buffer.sample(cfg["train_batch_size"], beta=self.beta_schedule(sampled))
+        info = policy.learn_on_batch(replayed)
+        td_error = info.pop("td_error")
+        if cfg.get("prioritized_replay"):
+            buffer.update_priorities(replayed[BATCH_INDEXES], np.abs(td_error) + cfg["prioritized_replay_eps"])
+        self.counters["num_agent_steps_trained"] += replayed.count
+        return info
+
     def training_step(self) -> Dict[str, Any]:
         cfg = self.config
         buffer = self.local_replay_buffer
@@ -198,14 +209,8 @@ class OffPolicyTrainer(Trainer):
         info = self._last_info
         if sampled >= cfg["learning_starts"]:
             for _ in range(self.updates_owed(batch.count)):
-                replayed = buffer.sample(cfg["train_batch_size"], beta=self.beta_schedule(sampled))
-                info = policy.learn_on_batch(replayed)
-                td_error = info.pop("td_error")
-                if cfg.get("prioritized_replay"):
-                    buffer.update_priorities(replayed[BATCH_INDEXES],
-                                             np.abs(td_error) + cfg["prioritized_replay_eps"])
-                self.counters["num_env_steps_trained"] += replayed.count
-                self.counters["num_agent_steps_trained"] += replayed.count
+                info = self._learn_from_replay(policy, buffer, sampled)
+                self.counters["num_env_steps_trained"] += cfg["train_batch_size"]
                 # === target networks: every `target_network_update_freq` sampled steps ===
                 if sampled - self.counters["last_target_update_ts"] >= cfg["target_network_update_freq"]:
                     policy.update_target()
@@ -239,14 +244,7 @@ class OffPolicyTrainer(Trainer):
             ready = [pid for pid in to_train if pid in self.replay_buffers and len(self.replay_buffers[pid]) > 0]
             for _ in range(self.updates_owed(new_steps) if ready else 0):
                 for pid in ready:
-                    policy, buffer = self.get_policy(pid), self.replay_buffers[pid]
-                    replayed = buffer.sample(cfg["train_batch_size"], beta=self.beta_schedule(sampled))
-                    info = policy.learn_on_batch(replayed)
-                    td_error = info.pop("td_error")
-                    if cfg.get("prioritized_replay"):
-                        buffer.update_priorities(replayed[BATCH_INDEXES],
-                                                 np.abs(td_error) + cfg["prioritized_replay_eps"])
-                    self.counters["num_agent_steps_trained"] += replayed.count
+                    info = self._learn_from_replay(self.get_policy(pid), self.replay_buffers[pid], sampled)
                     self._last_infos[pid] = info
                 self.counters["num_env_steps_trained"] += cfg["train_batch_size"]
                 # === target networks of the policies that learn ===

@@ -64,6 +64,12 @@ def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | N
     }
 
 
+def summarize_perf(perf: Dict[str, float]) -> Dict[str, float]:
+    """A sampler's accumulated timings (seconds, and `steps`) as mean milliseconds per step."""
+    steps = max(1, perf["steps"])
+    return {f"mean_{key}_ms": 1000.0 * perf[key] / steps for key in ("env_wait", "inference", "processing")}
+
+
 def merge_perf(perfs: Iterable[Dict[str, float]]) -> Dict[str, float]:
     """Averages the workers' sampler timing stats key by key."""
     acc: Dict[str, List[float]] = defaultdict(list)

@@ -27,6 +27,7 @@ import numpy as np
 from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
 from rlfleet.rollout.multi_agent_worker import call_mapping_fn
 from rlfleet.rollout.sampler import make_reward_clipper
@@ -115,12 +116,7 @@ class MultiAgentSampler:
         return out
 
     def perf_stats(self) -> Dict[str, float]:
-        steps = max(1, self._perf["steps"])
-        return {
-            "mean_env_wait_ms": 1000.0 * self._perf["env_wait"] / steps,
-            "mean_inference_ms": 1000.0 * self._perf["inference"] / steps,
-            "mean_processing_ms": 1000.0 * self._perf["processing"] / steps,
-        }
+        return summarize_perf(self._perf)
 
     def restart(self) -> None:
         """Forgets the episodes in flight; the next step resets every sub-env."""

@@ -15,6 +15,7 @@ import numpy as np
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import Episode, RolloutMetrics
+from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import action_layout, env_actions
 
@@ -151,12 +152,7 @@ class SingleAgentSampler:
         return out
 
     def perf_stats(self) -> Dict[str, float]:
-        steps = max(1, self._perf["steps"])
-        return {
-            "mean_env_wait_ms": 1000.0 * self._perf["env_wait"] / steps,
-            "mean_inference_ms": 1000.0 * self._perf["inference"] / steps,
-            "mean_processing_ms": 1000.0 * self._perf["processing"] / steps,
-        }
+        return summarize_perf(self._perf)
 
     # --- the step loop -------------------------------------------------------------
     def _start(self) -> None:
