@@ -140,3 +140,11 @@ def test_h5_import_points_to_import_model(trained):
     _, t, _ = trained
     with pytest.raises(ValueError, match=r"no Keras.*import_model"):
         t.import_policy_model_from_h5("model.h5")
+
+
+def test_exported_value_only_for_models_with_a_value_head():
+    from rlfleet.algorithms.dqn import DQNTrainer
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    assert PPOTrainer(env="CartPole-v1", config={"seed": 0}).get_policy().model.has_value_function
+    assert not DQNTrainer(env="CartPole-v1", config={"seed": 0}).get_policy().model.has_value_function

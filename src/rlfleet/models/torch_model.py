@@ -46,8 +46,17 @@ class TorchModel(nn.Module):
         raise NotImplementedError  # abstract
 
     def value_function(self) -> torch.Tensor:
-        """Returns `[B]` state values for the last `forward` call."""
+        """Returns `[B]` state values for the last `forward` call.
+
+        Models without a state-value head (Q-networks, actor-critics whose critics are
+        Q-functions) simply do not override it; see `has_value_function`.
+        """
         raise NotImplementedError  # abstract
+
+    @property
+    def has_value_function(self) -> bool:
+        """Whether this model overrides `value_function` (export includes the value only then)."""
+        return type(self).value_function is not TorchModel.value_function
 
     def get_initial_state(self) -> List[torch.Tensor]:
         return []

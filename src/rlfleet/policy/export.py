@@ -58,12 +58,7 @@ def _wrap(policy) -> tuple:
     example = torch.zeros((2, *policy.observation_space.shape), dtype=torch.float32)
     with torch.no_grad():
         model({"obs": example}, [], None)
-        try:
-            model.value_function()
-            with_value = True
-        except NotImplementedError:
-            with_value = False
-    return _ModelForExport(model, with_value), example
+    return _ModelForExport(model, getattr(model, "has_value_function", True)), example
 
 
 def _space(space) -> Any:

@@ -70,6 +70,3 @@ class DDPGModel(TorchModel):
     def critic_parameters(self):
         nets = [self.critic] + ([self.twin_critic] if self.twin_critic is not None else [])
         return [p for net in nets for p in net.parameters()]
-
-    def value_function(self):
-        raise NotImplementedError("DDPG's value estimates are its critics; see `q`")

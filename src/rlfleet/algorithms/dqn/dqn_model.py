@@ -167,6 +167,3 @@ class DQNModel(TorchModel):
     def forward(self, input_dict, state, seq_lens):
         q, _ = self.q_values(self.q_net, input_dict["obs"])
         return q, state
-
-    def value_function(self):
-        raise NotImplementedError("DQN has no state-value head")

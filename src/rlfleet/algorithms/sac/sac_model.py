@@ -91,6 +91,3 @@ class SACModel(TorchModel):
     def q_parameters(self):
         nets = [self.q_net] + ([self.twin_q_net] if self.twin_q_net is not None else [])
         return [p for net in nets for p in net.parameters()]
-
-    def value_function(self):
-        raise NotImplementedError("SAC's value estimates are its Q-nets; see `q`")
