@@ -1,5 +1,6 @@
 """Shared fixtures. Ray is started at most once per test session, and only by tests that
-ask for the `ray_session` fixture; it listens on 127.0.0.1 only."""
+ask for the `ray_session` fixture; it listens on 127.0.0.1 only. Every test runs with one
+torch thread (`one_torch_thread`). Helpers shared by several test files are in helpers.py."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,24 @@ import os
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Runs each test with one torch intra-op thread, and restores the count after it.
+
+    The nets in these tests are tiny: a second thread buys nothing, and on the busy 2-core
+    CI machine the threads' spin-waiting made PPO ~20x slower (10 s instead of 0.4 s per
+    iteration). Autouse for the whole suite, so no test file needs its own copy. Torch is
+    imported inside the fixture so that loading conftest stays light; the tests that check
+    what `import rlfleet...` pulls in run in subprocesses, which this does not touch.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

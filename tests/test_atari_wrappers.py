@@ -6,7 +6,6 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.env.wrappers.atari import (
@@ -21,16 +20,6 @@ from rlfleet.env.wrappers.atari import (
     resize_area,
     wrap_deepmind,
 )
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # Small batches: torch's intra-op threads buy little, and on a busy 2-core machine
-    # their spin-waiting slows training many times over (as in test_learning.py).
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 class _Ale:

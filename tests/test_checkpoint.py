@@ -93,7 +93,7 @@ def test_round_trip_restores_everything(algo, tmp_path):
     # RNG states, counters and policy extras.
     assert torch.equal(pa.generator.get_state(), pb.generator.get_state())
     assert pa.np_random.bit_generator.state == pb.np_random.bit_generator.state
-    assert (b.iteration, b.counters, b._episodes_total) == (a.iteration, a.counters, a._episodes_total)
+    assert (b.iteration, b.counters, b._episodes.total) == (a.iteration, a.counters, a._episodes.total)
     assert pb.global_timestep == pa.global_timestep > 0
     if algo == "PPO":
         assert pb.kl_coeff == pa.kl_coeff

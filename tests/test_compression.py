@@ -5,7 +5,6 @@ import io
 
 import numpy as np
 import pytest
-import torch
 
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.env.examples import BrightPixelEnv
@@ -14,14 +13,6 @@ from rlfleet.replay.buffers import ReplayBuffer
 from rlfleet.utils.compression import compress, decompress, decompress_columns, is_compressed
 
 SB = SampleBatch
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def _images(n: int, noise: int = 40, seed: int = 0) -> np.ndarray:

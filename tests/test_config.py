@@ -549,3 +549,186 @@ def test_exploration_type_unknown_is_a_clear_error():
     msg = str(info.value)
     assert "'exploration_config.type': 'EpsilonGreed' is invalid" in msg
     assert "EpsilonGreedy" in msg and "GaussianNoise" in msg
+
+
+# ---------------------------------------------------------------------------------------
+# Algorithm keys (declared as ConfigKeys by each algorithm) and the registry.
+# ---------------------------------------------------------------------------------------
+ALGORITHMS = ["PPO", "PG", "DQN", "SimpleQ", "SAC", "DDPG", "TD3"]
+
+
+def algorithm_config(name, **overrides):
+    from rlfleet.registry import get_trainer_class
+
+    trainer_class = get_trainer_class(name)
+    return trainer_class.merge_trainer_configs(trainer_class._default_config, overrides), trainer_class._algo_keys
+
+
+def row(text, key):
+    """The Markdown table row of `key` in `text` (exactly one)."""
+    rows = [line for line in text.splitlines() if line.startswith(f"| `{key}` |")]
+    assert len(rows) == 1, (key, rows)
+    return rows[0]
+
+
+def test_describe_keys_of_ppo_gives_ppos_defaults():
+    text = C.describe_keys("PPO")
+    assert "| `clip_param` | `0.3` |" in row(text, "clip_param")
+    assert "| `lambda` | `1.0` |" in row(text, "lambda")
+    assert "| `lr` | `5e-05` |" in row(text, "lr")  # PPO's, not the common 0.0001
+    assert "| `model.vf_share_layers` | `False` |" in row(text, "model.vf_share_layers")
+    assert "| `gamma` | `0.99` |" in row(text, "gamma")  # common keys are there too
+    assert C.describe_keys() == C.describe_keys(None)
+
+
+def test_describe_keys_of_dqn_lists_replay_keys_and_its_exploration():
+    text = C.describe_keys("DQN")
+    for key, default in (("buffer_size", "50000"), ("prioritized_replay", "True"), ("learning_starts", "1000"),
+                         ("n_step", "1"), ("target_network_update_freq", "500"), ("num_atoms", "1"),
+                         ("exploration_config.type", "'EpsilonGreedy'")):
+        assert f"| `{key}` | `{default}` |" in row(text, key)
+    assert "'epsilon_timesteps': 10000" in row(text, "exploration_config")
+    assert "| `buffer_size` | `1000000` |" in row(C.describe_keys("SAC"), "buffer_size")
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_describe_keys_documents_every_key_an_algorithm_takes(name):
+    config, _ = algorithm_config(name)
+    text = C.describe_keys(name)
+    for key in config:
+        row(text, key)
+
+
+def test_describe_keys_of_an_unknown_algorithm_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"Unknown algorithm 'PPX'.*'PPO'"):
+        C.describe_keys("PPX")
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_algorithm_defaults_pass_their_own_checks(name):
+    config, keys = algorithm_config(name)
+    C.validate_config(config, keys)
+
+
+@pytest.mark.parametrize("name, bad, key", [
+    ("PPO", {"lambda": -1}, "lambda"),
+    ("PPO", {"clip_param": None}, "clip_param"),
+    ("PPO", {"num_sgd_iter": 0}, "num_sgd_iter"),
+    ("PPO", {"entropy_coeff": -0.1}, "entropy_coeff"),
+    ("SAC", {"Q_model": {"fcnet_hiddens": [0]}}, "Q_model.fcnet_hiddens"),
+    ("SAC", {"tau": 0}, "tau"),
+    ("SAC", {"target_entropy": "high"}, "target_entropy"),
+    ("DQN", {"num_atoms": 0}, "num_atoms"),
+    ("DQN", {"hiddens": [64, -1]}, "hiddens"),
+    ("DQN", {"prioritized_replay_eps": 0}, "prioritized_replay_eps"),
+    ("DDPG", {"policy_delay": 0}, "policy_delay"),
+    ("DDPG", {"actor_hidden_activation": "sigmoidd"}, "actor_hidden_activation"),
+    ("TD3", {"optimizer": None}, "optimizer"),
+])
+def test_a_bad_algorithm_value_names_the_key(name, bad, key):
+    config, keys = algorithm_config(name, **bad)
+    with pytest.raises(ValueError, match=rf"^'{re.escape(key)}': .* is invalid; expected"):
+        C.validate_config(config, keys)
+
+
+def test_ppo_trainer_rejects_bad_values_before_building_anything(tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    for bad, message in (({"lambda": -1}, "'lambda': -1 is invalid; expected a number in [0, 1]"),
+                         ({"clip_param": None}, "'clip_param': None is invalid; expected a number > 0")):
+        with pytest.raises(ValueError) as info:
+            PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config=bad)
+        assert str(info.value) == message
+
+
+def test_sac_trainer_rejects_a_zero_width_q_layer(tmp_path):
+    from rlfleet.algorithms.sac import SACTrainer
+
+    with pytest.raises(ValueError) as info:
+        SACTrainer(env="Pendulum-v1", logdir=str(tmp_path), config={"Q_model": {"fcnet_hiddens": [0]}})
+    assert str(info.value) == "'Q_model.fcnet_hiddens': [0] is invalid; expected a list of ints > 0"
+
+
+def test_replay_buffer_config_is_checked_with_the_keys_it_stands_for():
+    config, keys = algorithm_config("DQN", replay_buffer_config={"capacity": 0})
+    with pytest.raises(ValueError, match=r"'replay_buffer_config': .*'capacity' to be an int >= 1"):
+        C.validate_config(config, keys)
+    config, keys = algorithm_config("DQN", replay_buffer_config={"type": "Nope"})
+    with pytest.raises(ValueError, match=r"'replay_buffer_config'.*PrioritizedReplayBuffer"):
+        C.validate_config(config, keys)
+    config, keys = algorithm_config("DQN", worker_side_prioritization=True)
+    with pytest.raises(ValueError, match=r"'worker_side_prioritization': True is not available yet .*"
+                                         r"use the default False"):
+        C.validate_config(config, keys)
+
+
+def test_cross_key_rules_stay_with_the_trainer(tmp_path):
+    from rlfleet.algorithms.dqn import DQNTrainer
+
+    config, keys = algorithm_config("DQN", num_atoms=51, v_min=10.0, v_max=-10.0)
+    C.validate_config(config, keys)  # each value alone is fine
+    with pytest.raises(ValueError, match=r"'v_min' \(10.0\) must be < 'v_max' \(-10.0\)"):
+        DQNTrainer(env="CartPole-v1", logdir=str(tmp_path), config={"num_atoms": 51, "v_min": 10.0, "v_max": -10.0})
+
+
+# Values of today's DEFAULT_CONFIGs (the reference's, see shared/design/ALGO_DEFAULTS.md):
+# declaring the keys as ConfigKeys must not change any of them.
+EXPECTED_DEFAULTS = {
+    "PPO": {"lambda": 1.0, "clip_param": 0.3, "lr": 5e-5, "train_batch_size": 4000, "sgd_minibatch_size": 128,
+            "num_sgd_iter": 30, "kl_coeff": 0.2, "vf_clip_param": 10.0, "gamma": 0.99},
+    "PG": {"lr": 0.0004, "num_workers": 0, "train_batch_size": 200, "rollout_fragment_length": 200},
+    "DQN": {"lr": 5e-4, "buffer_size": 50000, "prioritized_replay": True, "dueling": True, "hiddens": [256],
+            "double_q": True, "grad_clip": 40, "train_batch_size": 32, "evaluation_config": {"explore": False},
+            "exploration_config": {"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.02,
+                                   "epsilon_timesteps": 10000}},
+    "SimpleQ": {"prioritized_replay": False, "dueling": False, "hiddens": [], "double_q": False, "lr": 5e-4,
+                "num_atoms": 1},
+    "SAC": {"tau": 5e-3, "buffer_size": 1000000, "learning_starts": 1500, "target_network_update_freq": 0,
+            "prioritized_replay": False, "Q_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+            "optimization": {"actor_learning_rate": 3e-4, "critic_learning_rate": 3e-4,
+                             "entropy_learning_rate": 3e-4},
+            "exploration_config": {"type": "StochasticSampling"}, "train_batch_size": 256},
+    "DDPG": {"tau": 0.002, "l2_reg": 1e-6, "actor_hiddens": [400, 300], "prioritized_replay": True,
+             "learning_starts": 1500, "exploration_config": {
+                 "type": "OrnsteinUhlenbeckNoise", "random_timesteps": 1000, "ou_base_scale": 0.1, "ou_theta": 0.15,
+                 "ou_sigma": 0.2, "initial_scale": 1.0, "final_scale": 0.02, "scale_timesteps": 10000}},
+    "TD3": {"twin_q": True, "policy_delay": 2, "tau": 5e-3, "l2_reg": 0.0, "train_batch_size": 100,
+            "buffer_size": 1000000, "prioritized_replay": False, "clip_rewards": False, "learning_starts": 10000,
+            "exploration_config": {"type": "GaussianNoise", "random_timesteps": 10000, "stddev": 0.1,
+                                   "initial_scale": 1.0, "final_scale": 1.0, "scale_timesteps": 1}},
+}
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_algorithm_defaults_are_unchanged(name):
+    config, _ = algorithm_config(name)
+    for key, value in EXPECTED_DEFAULTS[name].items():
+        assert config[key] == value and type(config[key]) is type(value), (key, config[key])
+    assert config["model"]["vf_share_layers"] is (name != "PPO")
+
+
+def test_override_and_with_defaults():
+    key = C.override("lr", 5e-5)
+    assert key.default == 5e-5 and key.check is C.KEY_INDEX["lr"].check and key.doc == C.KEY_INDEX["lr"].doc
+    with pytest.raises(ValueError, match=r"override\('lamda'\): not a common key"):
+        C.override("lamda", 0.9)
+    base = [C.ConfigKey("tau", 0.1, "Polyak.", C.number_above(0, 1))]
+    variant = C.with_defaults(base, {"tau": 0.5, "gamma": 0.9})
+    assert [(k.name, k.default) for k in variant] == [("tau", 0.5), ("gamma", 0.9)]
+    assert base[0].default == 0.1  # the base list is not changed
+    assert C.algorithm_config(variant)["tau"] == 0.5 and C.algorithm_config(variant)["gamma"] == 0.9
+
+
+def test_registry_imports_nothing_of_rlfleet_and_is_reexported():
+    import ast
+
+    import rlfleet.algorithms.registry as old_place
+    import rlfleet.registry as registry
+
+    tree = ast.parse(Path(registry.__file__).read_text())
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert not [m for m in imported if m.startswith("rlfleet")], imported
+    assert old_place.get_trainer_class is registry.get_trainer_class
+    assert old_place.list_algorithms is registry.list_algorithms
+    assert registry.list_algorithms() == sorted(ALGORITHMS)

@@ -21,6 +21,7 @@ from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.config import DEFAULT_POLICY_ID
 from rlfleet.rollout.rollout_worker import RolloutWorker
 from rlfleet.trainer import Trainer, WorkerFailureError
+from tests.helpers import load_tuned_example
 
 # A hung test (e.g. actors that cannot be scheduled) fails instead of blocking the suite.
 pytestmark = pytest.mark.timeout(300)
@@ -37,19 +38,6 @@ SMALL = {
     "model": {"fcnet_hiddens": [16]},
     "seed": 7,
 }
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # As in test_learning.py: tiny nets gain nothing from torch's intra-op threads, and on a
-    # busy 2-core machine their spin-waiting slows the learner many times over. (Ray already
-    # starts its worker processes with OMP_NUM_THREADS=1.)
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def make(trainer_cls=PPOTrainer, tmp_path=None, **overrides):
@@ -294,6 +282,34 @@ def test_add_and_remove_policy_with_a_remote_worker(ray_session, tmp_path):
         trainer.stop()
 
 
+def test_mapping_set_on_workers_survives_recreation(ray_session, tmp_path):
+    """A policy mapping and policies to train set on the workers directly (not through the
+    config or add/remove_policy) reach a worker recreated after a failure."""
+    from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
+
+    trainer = PPOTrainer(env=MultiAgentCartPole, logdir=str(tmp_path), config=dict(
+        SMALL, num_workers=1, env_config={"num_agents": 2}, recreate_failed_workers=True,
+        multiagent={"policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}"}))
+    try:
+        trainer.train()
+
+        def everyone_p0(worker):
+            worker.set_policy_mapping_fn(lambda aid, episode, worker, **kw: "p0")
+            worker.set_policies_to_train(["p0"])
+
+        trainer.workers.foreach_worker(everyone_p0)
+        ray_session.kill(trainer.workers.remote_workers()[0])
+        trainer._try_recover()
+        assert trainer.workers.num_remote_workers() == 1
+        mapped = trainer.workers.foreach_worker(
+            lambda w: ([w.policy_mapping_fn(aid, None, w) for aid in (0, 1)], sorted(w.policies_to_train)))
+        assert mapped == [(["p0", "p0"], ["p0"])] * 2
+        result = trainer.train()
+        assert "p1" not in result["info"]["learner"] and "p0" in result["info"]["learner"]
+    finally:
+        trainer.stop()
+
+
 # --- fault tolerance ---------------------------------------------------------------
 class KillOnceCallbacks(DefaultCallbacks):
     """The first remote worker to sample after the marker file appears kills its own
@@ -376,11 +392,9 @@ def test_same_seed_same_results_with_two_workers(ray_session, tmp_path, trainer_
 # --- learning ----------------------------------------------------------------------
 @pytest.mark.slow
 def test_ppo_two_workers_learns_cartpole(ray_session, tmp_path):
-    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
-        "num_workers": 2, "num_cpus_per_worker": 0.25, "num_envs_per_worker": 8, "rollout_fragment_length": 64,
-        "train_batch_size": 2048, "sgd_minibatch_size": 256, "num_sgd_iter": 10, "lr": 3e-4, "lambda": 0.95,
-        "kl_coeff": 0.0, "vf_clip_param": 10000.0, "model": {"fcnet_hiddens": [64, 64]}, "seed": 0,
-    })
+    # tuned_examples/ppo/cartpole-ppo.yaml, sampled by two remote workers.
+    config = {**load_tuned_example("ppo/cartpole-ppo.yaml").config, "num_workers": 2, "num_cpus_per_worker": 0.25}
+    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config=config)
     try:
         best = 0.0
         while trainer.counters["num_env_steps_sampled"] < 100_000:

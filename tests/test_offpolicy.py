@@ -366,11 +366,11 @@ def test_policy_state_round_trip_keeps_every_optimizer(algo):
         small = {"fcnet_hiddens": [8]}
         make = lambda seed: SACTorchPolicy(OBS, act_space, make_config(  # noqa: E731
             SAC_CONFIG, seed=seed, Q_model=small, policy_model=small))
-        extra = ("actor_optimizer", "alpha_optimizer")
+        names = {"critic", "actor", "alpha"}
     else:
         make = lambda seed: DDPGTorchPolicy(OBS, act_space, make_config(  # noqa: E731
             TD3_CONFIG, seed=seed, actor_hiddens=[8], critic_hiddens=[8]))
-        extra = ("actor_optimizer",)
+        names = {"critic", "actor"}
     batch = SampleBatch({k: v.numpy() for k, v in fixed_batch(act_space).items()})
     a = make(0)
     for _ in range(3):
@@ -380,9 +380,7 @@ def test_policy_state_round_trip_keeps_every_optimizer(algo):
     b.set_state(state)
     wa, wb = a.get_weights(), b.get_weights()
     assert all(np.array_equal(wa[k], wb[k]) for k in wa)
-    if "optimizer" not in state:
-        return  # this checkpoint format keeps no optimizer state
-    assert all(name in state for name in extra)
+    assert set(state["optimizers"]) == names
     a.learn_on_batch(batch)
     b.learn_on_batch(batch)
     wa, wb = a.get_weights(), b.get_weights()
@@ -548,55 +546,112 @@ def test_same_seed_same_weights(tmp_path):
     assert all(np.array_equal(w1[k], w2[k]) for k in w1)
 
 
-# --- learning (seeded; a few tens of seconds each on 2 shared cores) ----------------------------------
-@pytest.fixture
-def one_torch_thread():
-    # Tiny nets on a busy 2-core machine: a second intra-op thread only adds contention.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# --- several optimizers: state, the `optimizer` key, policy_delay (issue 10) --------------------------
+def _optimizer_tensors(optimizer):
+    sd = optimizer.state_dict()
+    return {(i, k): v.clone() for i, s in sd["state"].items() for k, v in s.items()}, sd["param_groups"]
 
 
-def train_until(trainer, threshold, max_steps):
-    result = None
-    while trainer.counters["num_env_steps_sampled"] < max_steps:
-        result = trainer.train()
-        if result["episode_reward_mean"] >= threshold:
-            break
-    trainer.stop()
-    return result
+def _assert_same_optimizers(a, b):
+    assert list(a.optimizers) == list(b.optimizers)
+    for name in a.optimizers:
+        (ta, ga), (tb, gb) = _optimizer_tensors(a.optimizers[name]), _optimizer_tensors(b.optimizers[name])
+        assert ta and set(ta) == set(tb) and ga == gb, name
+        for key in ta:
+            assert torch.equal(ta[key], tb[key]), (name, key)
 
 
-@pytest.mark.slow
-def test_dqn_learns_cartpole(tmp_path, one_torch_thread):
-    # Measured: >= 150 (mean of the last 20 episodes) after 7000 env steps, ~12 s here.
-    trainer = DQNTrainer(env="CartPole-v1", logdir=str(tmp_path), config=dict(
-        seed=0, lr=1e-3, model={"fcnet_hiddens": [64]}, hiddens=[64], n_step=3, train_batch_size=64,
-        learning_starts=500, exploration_config={"epsilon_timesteps": 5000}, metrics_smoothing_episodes=20,
-        min_iter_time_s=0, log_sys_usage=False))
-    result = train_until(trainer, 150, 25000)
-    assert result["episode_reward_mean"] >= 150, result["episode_reward_mean"]
+def _learned_sac(seed, **config):
+    act_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    small = {"fcnet_hiddens": [8]}
+    policy = SACTorchPolicy(OBS, act_space, make_config(SAC_CONFIG, seed=seed, Q_model=small, policy_model=small,
+                                                        **config))
+    batch = SampleBatch({k: v.numpy() for k, v in fixed_batch(act_space).items()})
+    return policy, batch
 
 
-@pytest.mark.slow
-def test_sac_learns_pendulum(tmp_path, one_torch_thread):
-    # Measured: -150 (mean of the last 10 episodes) after 6000 env steps, ~30 s here.
-    small = {"fcnet_hiddens": [64, 64]}
-    trainer = SACTrainer(env="Pendulum-v1", logdir=str(tmp_path), config=dict(
-        seed=0, Q_model=small, policy_model=small, learning_starts=1000, train_batch_size=128,
-        optimization={"actor_learning_rate": 1e-3, "critic_learning_rate": 1e-3, "entropy_learning_rate": 1e-3},
-        timesteps_per_iteration=1000, metrics_smoothing_episodes=10, min_iter_time_s=0, log_sys_usage=False))
-    result = train_until(trainer, -300, 12000)
-    assert result["episode_reward_mean"] >= -300, result["episode_reward_mean"]
+def test_sac_set_state_restores_every_optimizer_exactly():
+    a, batch = _learned_sac(0)
+    for _ in range(3):
+        a.learn_on_batch(batch)
+    b, _ = _learned_sac(1)
+    b.set_state(a.get_state())
+    assert list(a.optimizers) == ["critic", "actor", "alpha"]
+    _assert_same_optimizers(a, b)
+    assert b.num_grad_updates == a.num_grad_updates == 3
+    # Both continue identically, alpha's step included.
+    a.learn_on_batch(batch)
+    b.learn_on_batch(batch)
+    assert b.model.log_alpha.item() == a.model.log_alpha.item()
+    _assert_same_optimizers(a, b)
 
 
-@pytest.mark.slow
-def test_td3_learns_pendulum(tmp_path, one_torch_thread):
-    # Measured: -91 (mean of the last 10 episodes) after 7000 env steps, ~26 s here.
-    trainer = TD3Trainer(env="Pendulum-v1", logdir=str(tmp_path), config=dict(
-        seed=0, actor_hiddens=[64, 64], critic_hiddens=[64, 64], learning_starts=1000, train_batch_size=128,
-        exploration_config={"random_timesteps": 1000}, timesteps_per_iteration=1000,
-        metrics_smoothing_episodes=10, min_iter_time_s=0, log_sys_usage=False))
-    result = train_until(trainer, -300, 12000)
-    assert result["episode_reward_mean"] >= -300, result["episode_reward_mean"]
+def test_set_state_reads_the_layout_saved_before_several_optimizers():
+    # Before issue 10 the critic's optimizer was saved as "optimizer", the others as "<name>_optimizer".
+    a, batch = _learned_sac(0)
+    a.learn_on_batch(batch)
+    state = a.get_state()
+    saved = state.pop("optimizers")
+    state.update(optimizer=saved["critic"], actor_optimizer=saved["actor"], alpha_optimizer=saved["alpha"])
+    b, _ = _learned_sac(1)
+    b.set_state(state)
+    _assert_same_optimizers(a, b)
+
+
+def test_set_state_rejects_optimizers_the_policy_lacks():
+    a, _ = _learned_sac(0)
+    state = a.get_state()
+    state["optimizers"]["bogus"] = state["optimizers"]["actor"]
+    with pytest.raises(ValueError, match="bogus"):
+        a.set_state(state)
+
+
+def test_optimizer_key_reaches_every_optimizer():
+    options = {"eps": 1e-5, "betas": (0.8, 0.95)}
+    sac, _ = _learned_sac(0, optimizer=options)
+    dqn = DQNTorchPolicy(OBS, gym.spaces.Discrete(3), make_config(DQN_CONFIG, hiddens=[6], optimizer=options))
+    td3 = DDPGTorchPolicy(OBS, gym.spaces.Box(-1.0, 1.0, (2,), np.float32), make_config(
+        TD3_CONFIG, actor_hiddens=[8], critic_hiddens=[8], optimizer=options))
+    for policy in (sac, dqn, td3):
+        for name, optimizer in policy.optimizers.items():
+            group = optimizer.param_groups[0]
+            assert group["eps"] == 1e-5 and tuple(group["betas"]) == (0.8, 0.95), (type(policy).__name__, name)
+    # Without it, each algorithm keeps its own default (SAC: 1e-7; DQN: `adam_epsilon`) and its own rates.
+    sac, _ = _learned_sac(0)
+    assert {n: o.param_groups[0]["eps"] for n, o in sac.optimizers.items()} == dict.fromkeys(sac.optimizers, 1e-7)
+    assert sac.optimizers["actor"].param_groups[0]["lr"] == SAC_CONFIG["optimization"]["actor_learning_rate"]
+    dqn = DQNTorchPolicy(OBS, gym.spaces.Discrete(3), make_config(DQN_CONFIG, hiddens=[6], adam_epsilon=1e-4))
+    assert dqn.optimizer.param_groups[0]["eps"] == 1e-4
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"bogus": 1}, r"'optimizer'.*\['bogus'\]"),
+    ({"lr": 0.1}, r"'optimizer'.*\['lr'\].*learning-rate keys"),
+    ({"eps": -1.0}, r"'optimizer'.*Invalid epsilon"),
+])
+def test_bad_optimizer_options_raise_naming_the_key(options, match):
+    with pytest.raises(ValueError, match=match):
+        _learned_sac(0, optimizer=options)
+    with pytest.raises(ValueError, match=match):
+        DQNTorchPolicy(OBS, gym.spaces.Discrete(3), make_config(DQN_CONFIG, hiddens=[6], optimizer=options))
+
+
+def test_td3_actor_optimizer_steps_every_policy_delay_updates():
+    act_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    policy = DDPGTorchPolicy(OBS, act_space, make_config(TD3_CONFIG, actor_hiddens=[8], critic_hiddens=[8],
+                                                         policy_delay=3, grad_clip=10.0))
+    batch = SampleBatch({k: v.numpy() for k, v in fixed_batch(act_space).items()})
+    stepped, actor_moved = [], []
+    for _ in range(7):
+        stepped.append(policy.optimizers_to_step())
+        before = [p.detach().clone() for p in policy.model.actor_parameters()]
+        stats = policy.learn_on_batch(batch)["learner_stats"]
+        actor_moved.append(not all(torch.equal(a, b) for a, b in zip(before, policy.model.actor_parameters())))
+        assert ("actor_gnorm" in stats) == actor_moved[-1] and "critic_gnorm" in stats
+    assert actor_moved == [True, False, False, True, False, False, True]
+    assert stepped == [["critic", "actor"] if moved else ["critic"] for moved in actor_moved]
+
+    def steps(name):
+        return {int(s["step"]) for s in policy.optimizers[name].state_dict()["state"].values()}
+
+    assert steps("critic") == {7} and steps("actor") == {3}

@@ -386,3 +386,83 @@ def test_pg_loss_and_postprocessing_match_numpy():
     lp = _log_softmax(_torch_outputs(p, obs)[0].astype(np.float64))
     expected = -(lp[np.arange(4), batch[SB.ACTIONS]] * batch[SB.ADVANTAGES]).mean()
     assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+# --- several optimizers (issue 10) -------------------------------------------------------------------
+def _two_optimizer_pg(grad_clip=None):
+    """PG with its trunk and its logits layer under two optimizers, and a second loss that
+    reaches both: what TorchPolicy must keep apart."""
+    from rlfleet.algorithms.pg.pg import PGTorchPolicy, pg_loss
+
+    class TwoOptimizerPG(PGTorchPolicy):
+        def make_optimizers(self):
+            head = list(self.model.logits.parameters())
+            trunk = [p for p in self.model.parameters() if all(p is not h for h in head)]
+            return {"trunk": self.make_adam(trunk, lr=0.01), "head": self.make_adam(head, lr=0.01)}
+
+        def loss(self, model, dist_class, batch):
+            total, stats = pg_loss(self, model, dist_class, batch)
+            # The head's loss depends on the trunk too: its gradient must not reach the trunk.
+            head_loss = model({SB.OBS: batch[SB.OBS]}, [], None)[0].pow(2).mean()
+            return {"trunk": total, "head": head_loss}, stats
+
+    cfg = PGTrainer.merge_trainer_configs(PGTrainer._default_config, dict(seed=0))
+    validate_config(cfg)
+    cfg["grad_clip"] = grad_clip  # PG's config has no grad_clip key; TorchPolicy reads it when present
+    return TwoOptimizerPG(CARTPOLE_OBS, DISCRETE2, cfg)
+
+
+def _pg_batch(seed=0, n=32):
+    rng = np.random.default_rng(seed)
+    return SampleBatch({SB.OBS: _obs(n, seed=seed), SB.ACTIONS: rng.integers(0, 2, n),
+                        SB.ADVANTAGES: rng.normal(size=n).astype(np.float32)})
+
+
+def test_each_optimizer_gets_only_its_own_loss_gradient():
+    policy = _two_optimizer_pg()
+    batch = _pg_batch()
+    tensors = policy.to_tensors(batch)
+    losses, _ = policy.loss(policy.model, policy.dist_class, tensors)
+    expected = {}
+    for name, optimizer in policy.optimizers.items():
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        # allow_unused: the value branch is in the trunk's group but not in the PG loss.
+        expected[name] = torch.autograd.grad(losses[name], params, retain_graph=True, allow_unused=True)
+    assert any(g is not None for g in expected["trunk"]) and all(g is not None for g in expected["head"])
+    policy.learn_on_batch(batch)
+    for name, optimizer in policy.optimizers.items():
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        for p, g in zip(params, expected[name]):
+            if g is None:
+                assert p.grad is None
+            else:
+                torch.testing.assert_close(p.grad, g, rtol=0, atol=0)
+    assert policy.num_grad_updates == 1
+
+
+def test_several_optimizers_report_a_gnorm_each_and_round_trip():
+    policy = _two_optimizer_pg(grad_clip=1.0)
+    stats = policy.learn_on_batch(_pg_batch())["learner_stats"]
+    assert {"trunk_gnorm", "head_gnorm"} <= set(stats) and "grad_gnorm" not in stats
+    assert "cur_lr" not in stats  # no optimizer follows `lr` here
+    with pytest.raises(AttributeError, match="several optimizers"):
+        policy.optimizer  # noqa: B018
+    other = _two_optimizer_pg(grad_clip=1.0)
+    other.set_state(policy.get_state())
+    for name in policy.optimizers:
+        a, b = policy.optimizers[name].state_dict(), other.optimizers[name].state_dict()
+        assert a["param_groups"] == b["param_groups"]
+        for i in a["state"]:
+            assert all(torch.equal(a["state"][i][k], b["state"][i][k]) for k in a["state"][i])
+
+
+def test_single_optimizer_is_default_and_loss_names_are_checked():
+    policy = make_policy(seed=0, grad_clip=1.0)
+    assert list(policy.optimizers) == ["default"] and policy.optimizer is policy.optimizers["default"]
+    stats = policy.learn_on_batch(_ppo_batch(policy))["learner_stats"]
+    assert "grad_gnorm" in stats and "cur_lr" in stats
+
+    two = _two_optimizer_pg()
+    two.loss = lambda model, dist_class, batch: ({"trunk": torch.zeros((), requires_grad=True)}, {})
+    with pytest.raises(ValueError, match=r"\['head'\]"):
+        two.learn_on_batch(_pg_batch())

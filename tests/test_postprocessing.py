@@ -188,6 +188,9 @@ class _FakeValuePolicy:
     def __init__(self):
         self.calls = []
 
+    def is_recurrent(self):
+        return False
+
     def compute_values(self, obs):
         self.calls.append(np.array(obs))
         return obs[:, 0] * 10.0

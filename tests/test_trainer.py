@@ -181,9 +181,9 @@ def test_evaluation_runs_with_its_own_config(make):
     assert ev["episodes_this_iter"] == 3  # one eval env: exactly the 3 episodes asked for
     assert ev["episode_len_mean"] == 5.0 and ev["episode_reward_mean"] == 5.0
     eval_worker = t.evaluation_workers.local_worker()
-    assert eval_worker.sampler.explore is False and eval_worker.get_policy().config["explore"] is False
-    assert eval_worker.sampler.complete_episodes
-    assert t.workers.local_worker().sampler.explore is True
+    assert eval_worker.sampler.settings.explore is False and eval_worker.get_policy().config["explore"] is False
+    assert eval_worker.sampler.settings.complete_episodes
+    assert t.workers.local_worker().sampler.settings.explore is True
     # The evaluation policy acts with the trained weights.
     for key, value in t.get_weights()["default_policy"].items():
         np.testing.assert_array_equal(value, eval_worker.get_policy().get_weights()[key])
@@ -321,3 +321,60 @@ def test_different_seeds_differ(make):
     b = make(PPOTrainer, "CartPole-v1", **dict(FAST_PPO, seed=2))
     ra, rb = a.train(), b.train()
     assert ra["hist_stats"]["episode_reward"] != rb["hist_stats"]["episode_reward"]
+
+
+# --- trainer state (get_state / set_state) ----------------------------------------------------------
+def test_state_moves_a_run_to_another_trainer_in_memory(make):
+    """`get_state()` handed to a trainer with another seed: both then train identically
+    (counters, policies, filters, RNGs and the restart seed all come across)."""
+    config = dict(FAST_PG, seed=3, observation_filter="MeanStdFilter")
+    a = make(PGTrainer, "CartPole-v1", **config)
+    a.train()
+    state = a.get_state()
+    assert state["algorithm"] == "PG" and state["iteration"] == 1
+    assert set(state["worker"]) >= {"policies", "filters"}
+    b = make(PGTrainer, "CartPole-v1", **dict(config, seed=4))
+    b.set_state(state)
+    a.set_state(state)  # both restart their episodes from the state's seed
+    assert (b.iteration, b.counters, b._episodes.total) == (a.iteration, a.counters, a._episodes.total)
+    ra, rb = a.train(), b.train()
+    assert ra["hist_stats"]["episode_reward"] == rb["hist_stats"]["episode_reward"]
+    for key, value in a.get_weights()["default_policy"].items():
+        np.testing.assert_array_equal(value, b.get_weights()["default_policy"][key])
+
+
+def test_state_of_another_algorithm_or_shape_changes_nothing(make):
+    pg = make(PGTrainer, "CartPole-v1", seed=1, **FAST_PG)
+    ppo = make(PPOTrainer, "CartPole-v1", seed=2, **FAST_PPO)
+    wide = make(PGTrainer, "CartPole-v1", seed=2, **dict(FAST_PG, model={"fcnet_hiddens": [32]}))
+    before = ppo.get_weights()
+    with pytest.raises(ValueError, match="written by a PG trainer and cannot be restored into a PPO trainer"):
+        ppo.set_state(pg.get_state())
+    with pytest.raises(ValueError, match=r"has shape \(16, 4\) in the checkpoint, but the model expects \(32, 4\)"):
+        wide.set_state(pg.get_state())
+    for key, value in before["default_policy"].items():
+        np.testing.assert_array_equal(value, ppo.get_weights()["default_policy"][key])
+
+
+def test_checkpoint_module_keeps_to_the_file_format():
+    """checkpoint.py goes through Trainer.get_state / set_state: it never reads a trainer's
+    private fields nor probes objects with hasattr/getattr (tensors aside)."""
+    import re
+
+    import rlfleet.checkpoint as checkpoint
+
+    source = open(checkpoint.__file__, encoding="utf-8").read()
+    assert not re.search(r"trainer\._\w", source)
+    probes = [line for line in source.splitlines() if re.search(r"\b(hasattr|getattr)\(", line)]
+    assert probes == ['        if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor']
+
+
+def test_sampling_and_evaluation_calls_ray_only_in_the_worker_set():
+    import pathlib
+    import re
+
+    src = pathlib.Path(__file__).resolve().parents[1] / "src" / "rlfleet"
+    files = [src / "trainer.py", src / "evaluation.py", src / "checkpoint.py",
+             *sorted((src / "algorithms").rglob("*.py"))]
+    offenders = [str(f.relative_to(src)) for f in files if re.search(r"\bray\.|import_ray", f.read_text("utf-8"))]
+    assert offenders == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.policy.sample_batch import SampleBatch
 from tests.envs import ActionRecordingEnv, CountingEnv, ScriptedEnv, make_worker
@@ -38,7 +39,7 @@ def test_truncated_episode_ends_but_is_not_terminal():
 
 
 def test_hard_horizon_truncates_and_resets():
-    venv = VectorEnv([CountingEnv({"episode_len": 100})], horizon=3)
+    venv = VectorEnv([CountingEnv({"episode_len": 100})], rules=EpisodeRules(horizon=3))
     venv.reset_all()
     steps = _steps(venv, 7)
     assert [bool(s.ends[0]) for s in steps] == [False, False, True, False, False, True, False]
@@ -49,7 +50,7 @@ def test_hard_horizon_truncates_and_resets():
 
 
 def test_soft_horizon_ends_episode_without_reset_and_counts_as_terminal():
-    venv = VectorEnv([CountingEnv({"episode_len": 100})], horizon=3, soft_horizon=True)
+    venv = VectorEnv([CountingEnv({"episode_len": 100})], rules=EpisodeRules(horizon=3, soft_horizon=True))
     venv.reset_all()
     steps = _steps(venv, 7)
     assert [bool(s.ends[0]) for s in steps] == [False, False, True, False, False, True, False]
@@ -60,7 +61,7 @@ def test_soft_horizon_ends_episode_without_reset_and_counts_as_terminal():
 
 
 def test_soft_horizon_with_no_done_at_end_is_not_terminal():
-    venv = VectorEnv([CountingEnv({"episode_len": 100})], horizon=2, soft_horizon=True, no_done_at_end=True)
+    venv = VectorEnv([CountingEnv({"episode_len": 100})], rules=EpisodeRules(horizon=2, soft_horizon=True, no_done_at_end=True))
     venv.reset_all()
     steps = _steps(venv, 4)
     assert [bool(s.ends[0]) for s in steps] == [False, True, False, True]
@@ -69,7 +70,7 @@ def test_soft_horizon_with_no_done_at_end_is_not_terminal():
 
 
 def test_no_done_at_end_makes_env_termination_non_terminal():
-    venv = VectorEnv([CountingEnv({"episode_len": 2})], no_done_at_end=True)
+    venv = VectorEnv([CountingEnv({"episode_len": 2})], rules=EpisodeRules(no_done_at_end=True))
     venv.reset_all()
     _, s2, s3 = _steps(venv, 3)
     assert s2.ends[0] and not s2.terminateds[0]
@@ -77,7 +78,7 @@ def test_no_done_at_end_makes_env_termination_non_terminal():
 
 
 def test_env_end_before_horizon_restarts_the_horizon_count():
-    venv = VectorEnv([CountingEnv({"episode_len": 2})], horizon=3)
+    venv = VectorEnv([CountingEnv({"episode_len": 2})], rules=EpisodeRules(horizon=3))
     venv.reset_all()
     steps = _steps(venv, 6)
     # The env ends every 2 steps (terminal); the horizon of 3 is never reached.

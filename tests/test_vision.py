@@ -17,16 +17,6 @@ from rlfleet.models.visionnet import DEFAULT_FILTERS, VisionNetwork, get_filter_
 ACT = gym.spaces.Discrete(5)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # Tiny nets: torch's intra-op threads buy nothing here, and on a busy 2-core machine
-    # their spin-waiting slows training many times over (as in test_learning.py).
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _net(shape, num_outputs=5, dtype=np.uint8, **model):
     space = gym.spaces.Box(0, 255, shape, dtype)
     return VisionNetwork(space, ACT, num_outputs, {**MODEL_DEFAULTS, **model}, "v")

@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Trainer": ("rlfleet.trainer", "Trainer"),
     "CheckpointError": ("rlfleet.utils.safe_files", "CheckpointError"),
-    "get_trainer_class": ("rlfleet.algorithms.registry", "get_trainer_class"),
-    "list_algorithms": ("rlfleet.algorithms.registry", "list_algorithms"),
+    "get_trainer_class": ("rlfleet.registry", "get_trainer_class"),
+    "list_algorithms": ("rlfleet.registry", "list_algorithms"),
     "register_env": ("rlfleet.env.registry", "register_env"),
     "EnvContext": ("rlfleet.env.env_context", "EnvContext"),
     "DefaultCallbacks": ("rlfleet.callbacks", "DefaultCallbacks"),

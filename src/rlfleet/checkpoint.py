@@ -2,19 +2,24 @@
 
     checkpoint_<iteration>/
       manifest.json                              format and rlfleet version, algorithm,
-                                                 iteration, counters, config, the SHA-256
-                                                 and size of every other file
-      state.json                                 the local worker's state (and the replay
-                                                 buffer's) with every array replaced by
-                                                 {"__array__": {file, key}}: policy counters,
-                                                 exploration, optimizer hyperparameters,
-                                                 NumPy RNG states, filters
+                                                 iteration, counters, resume seed, config,
+                                                 the SHA-256 and size of every other file
+      state.json                                 the rest of the trainer's state
+                                                 (`Trainer.get_state()`: the local worker's
+                                                 state, replay buffers) with every array
+                                                 replaced by {"__array__": {file, key}}:
+                                                 policy counters, exploration, optimizer
+                                                 hyperparameters, NumPy RNG states, filters
       policies/<policy_id>/weights.safetensors   the model's state_dict
       policies/<policy_id>/state.safetensors     optimizer moments and steps, torch RNG state
       filters.safetensors                        observation-filter statistics
-      replay_buffer.safetensors                  with `store_buffer_in_checkpoints` only
-      replay_buffers/<policy_id>.safetensors     likewise, multi-agent off-policy: the other
-                                                 policies' buffers
+      replay_buffers/<policy_id>.safetensors     with `store_buffer_in_checkpoints` only: each
+                                                 trained policy's replay buffer (checkpoints
+                                                 of older versions may hold the default
+                                                 policy's as replay_buffer.safetensors)
+
+The trainer owns what its state holds (`Trainer.get_state` / `set_state`); this module only
+maps that state to and from the folder.
 
 A save writes into a hidden folder beside the target, fsyncs every file, writes the
 manifest last and renames the folder into place, so an interrupted save leaves either the
@@ -30,7 +35,6 @@ import logging
 import os
 import platform
 import re
-import secrets
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -38,6 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.utils.json_codec import DecodeError, decode, encode, qualified_name
 from rlfleet.utils.safe_files import (
     CheckpointError,
@@ -75,8 +80,6 @@ def _policy_folder(pid: str) -> str:
 
 def _route(path: Tuple[str, ...], folders: Dict[str, str]) -> Tuple[str, str]:
     """(file, key) an array at `path` of the state is stored under."""
-    if path[:1] == ("replay_buffer",):
-        return "replay_buffer.safetensors", "/".join(path[1:])
     if path[:1] == ("replay_buffers",) and len(path) >= 2:
         return f"replay_buffers/{_policy_folder(path[1])}.safetensors", "/".join(path[2:])
     if path[:1] == ("worker",):
@@ -146,8 +149,8 @@ def write_checkpoint(path: str, manifest: Dict[str, Any], state: Any) -> str:
         path: the checkpoint folder to create (an existing one is replaced).
         manifest: the manifest fields; `format`, `format_version`, `files` and
             `state_index` are filled in here.
-        state: `{"worker": the worker state, "replay_buffer": ... (optional)}` (nested dicts
-            of arrays and JSON-able scalars).
+        state: what goes to state.json and the safetensors files: `{"worker": the worker
+            state, ...}` (nested dicts of arrays and JSON-able scalars).
 
     Returns:
         `path`.
@@ -181,8 +184,8 @@ def write_checkpoint(path: str, manifest: Dict[str, Any], state: Any) -> str:
 
 @dataclass
 class Checkpoint:
-    """A verified checkpoint: its manifest and state (`{"worker": ..., "replay_buffer": ...}`,
-    arrays loaded)."""
+    """A verified checkpoint: its manifest and the state of state.json (`{"worker": ..., ...}`,
+    arrays loaded); `trainer_state(ck)` joins the two into a trainer state."""
 
     path: str
     manifest: Dict[str, Any]
@@ -307,119 +310,64 @@ def _versions() -> Dict[str, str]:
             "numpy": np.__version__, "gymnasium": gymnasium.__version__, "safetensors": safetensors.__version__}
 
 
-def _user_config(trainer) -> Dict[str, Any]:
-    config = dict(trainer.raw_user_config)
-    creator_cls = getattr(trainer.env_creator, "cls", None)  # an env given as a class
-    if creator_cls is not None and qualified_name(creator_cls) is not None:
-        config["env"] = creator_cls
-    return config
+# The trainer-state entries (see `Trainer.get_state`) the manifest holds; every other entry
+# goes to state.json, its arrays to safetensors files.
+_MANIFEST_STATE_KEYS = ("algorithm", "iteration", "counters", "episodes_total", "time_total_s", "resume_seed")
+
+
+def _split_state(state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """A trainer state as (manifest entries, state.json tree)."""
+    head = {k: state[k] for k in _MANIFEST_STATE_KEYS if k in state}
+    return head, {k: v for k, v in state.items() if k not in _MANIFEST_STATE_KEYS}
+
+
+def trainer_state(ck: Checkpoint) -> Dict[str, Any]:
+    """The trainer state (`Trainer.set_state` input) a checkpoint holds."""
+    state = {k: ck.manifest[k] for k in _MANIFEST_STATE_KEYS if k in ck.manifest}
+    state.update(ck.state)
+    # Checkpoints written before buffers were kept per policy hold the default policy's
+    # buffer apart, as "replay_buffer".
+    if "replay_buffer" in state:
+        state["replay_buffers"] = {DEFAULT_POLICY_ID: state.pop("replay_buffer"), **(state.get("replay_buffers") or {})}
+    return state
 
 
 def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints_num: Optional[int] = None) -> str:
-    """Writes `<checkpoint_dir or trainer.logdir>/checkpoint_<iteration>/`; see `Trainer.save`."""
+    """Writes `trainer.get_state()` to `<checkpoint_dir or trainer.logdir>/checkpoint_<iteration>/`;
+    see `Trainer.save`."""
+    state = trainer.get_state()
     parent = os.path.abspath(checkpoint_dir or trainer.logdir)
-    path = os.path.join(parent, f"checkpoint_{int(trainer.iteration)}")
-    from rlfleet.policy.torch_policy import derive_seed
-
-    seed = trainer.config.get("seed")
-    resume_seed = derive_seed(seed, "resume", trainer.iteration) if seed is not None else secrets.randbits(63)
-    local = trainer.workers.local_worker()
-    state: Dict[str, Any] = {"worker": local.get_state()}
-    buffer = getattr(trainer, "local_replay_buffer", None)  # off-policy trainers
-    if buffer is not None and trainer.config.get("store_buffer_in_checkpoints"):
-        state["replay_buffer"] = buffer.get_state()
-        others = {pid: b.get_state() for pid, b in getattr(trainer, "replay_buffers", {}).items() if b is not buffer}
-        if others:
-            state["replay_buffers"] = others
+    path = os.path.join(parent, f"checkpoint_{int(state['iteration'])}")
+    head, body = _split_state(state)
+    versions = _versions()
     manifest = {
-        "rlfleet_version": _versions()["rlfleet"],
-        "versions": _versions(),
+        "rlfleet_version": versions["rlfleet"],
+        "versions": versions,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "algorithm": trainer._name,
         "trainer_class": qualified_name(type(trainer)),
-        "iteration": int(trainer.iteration),
-        "counters": {k: int(v) for k, v in trainer.counters.items()},
-        "episodes_total": int(trainer._episodes_total),
-        "time_total_s": float(trainer._time_total),
-        # Envs restart after a restore; seeding them from this makes resumes repeatable.
-        "resume_seed": int(resume_seed),
+        **head,
         "policies": {
-            pid: {"policy_class": qualified_name(type(policy)),
-                  "weights": {k: list(np.shape(v)) for k, v in state["worker"]["policies"][pid]["weights"].items()}}
-            for pid, policy in local.policy_map.items()
+            pid: {"policy_class": qualified_name(type(trainer.get_policy(pid))),
+                  "weights": {k: list(np.shape(v)) for k, v in pstate["weights"].items()}}
+            for pid, pstate in body["worker"]["policies"].items()
         },
         "config": encode(trainer.config),
-        "user_config": encode(_user_config(trainer)),
+        "user_config": encode(trainer.user_config()),
     }
-    write_checkpoint(path, manifest, state)
+    write_checkpoint(path, manifest, body)
     if keep_checkpoints_num is not None:
         prune_checkpoints(parent, keep_checkpoints_num, protect=path)
     return path
 
 
-def _check_fits(trainer, ck: Checkpoint) -> None:
-    """Raises before anything changes when the checkpoint does not fit `trainer`."""
-    algo = ck.manifest["algorithm"]
-    if algo != trainer._name:
-        raise CheckpointError(
-            f"checkpoint {ck.path!r} was written by a {algo} trainer and cannot be restored into a "
-            f"{trainer._name} trainer; use Trainer.from_checkpoint(path) to rebuild a {algo} trainer")
-    local = trainer.workers.local_worker()
-    for pid, pstate in ck.state["worker"]["policies"].items():
-        if pid not in local.policy_map:
-            raise CheckpointError(f"checkpoint {ck.path!r} holds policy {pid!r}, which this trainer does not "
-                                  f"have (its policies: {sorted(local.policy_map)})")
-        if not isinstance(pstate, dict) or not isinstance(pstate.get("weights"), dict):
-            raise CheckpointError(f"checkpoint {ck.path!r}: policy {pid!r} has no weights")
-        check_weights_fit(pstate["weights"], local.policy_map[pid].get_weights(), f"policy {pid!r} of {ck.path!r}")
-    buffer_state, buffer = ck.state.get("replay_buffer"), getattr(trainer, "local_replay_buffer", None)
-    if buffer_state is not None:
-        if buffer is None:
-            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer, but this trainer has none")
-        if int(buffer_state.get("capacity", -1)) != buffer.capacity:
-            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer of capacity "
-                                  f"{buffer_state.get('capacity')!r}; this trainer's has {buffer.capacity} "
-                                  "(set buffer_size to match)")
-    for pid, pstate in (ck.state.get("replay_buffers") or {}).items():
-        if not hasattr(trainer, "replay_buffer") or pid not in local.policy_map:
-            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer of policy {pid!r}, which this "
-                                  f"trainer cannot take (its policies: {sorted(local.policy_map)})")
-        if int(pstate.get("capacity", -1)) != int(trainer.config["buffer_size"]):
-            raise CheckpointError(f"checkpoint {ck.path!r} holds a replay buffer of capacity "
-                                  f"{pstate.get('capacity')!r} for policy {pid!r}; this trainer's buffers have "
-                                  f"{trainer.config['buffer_size']} (set buffer_size to match)")
-
-
 def restore_trainer(trainer, path: str, checkpoint: Optional[Checkpoint] = None) -> None:
-    """Restores `trainer` from the checkpoint at `path`; see `Trainer.restore`."""
+    """Reads, verifies and applies (`trainer.set_state`) the checkpoint at `path`; see
+    `Trainer.restore`. Nothing changes when the checkpoint is damaged or does not fit."""
     ck = checkpoint or read_checkpoint(path)
-    _check_fits(trainer, ck)
-    m = ck.manifest
-    seed = m.get("resume_seed")
-    state = dict(ck.state["worker"], restart_episodes=seed if isinstance(seed, int) else None)
-    buffer_state, buffer = ck.state.get("replay_buffer"), getattr(trainer, "local_replay_buffer", None)
     try:
-        # Remote workers get the same state: each derives its own RNG streams and env seeds
-        # from it and its worker index.
-        trainer.workers.foreach_worker(lambda w: w.set_state(state))
-        if trainer.evaluation_workers is not None:
-            eval_state = dict(state, policies={pid: {k: v for k, v in p.items() if k != "rng"}
-                                               for pid, p in state["policies"].items()})
-            trainer.evaluation_workers.foreach_worker(lambda w: w.set_state(eval_state))
-        if buffer_state is not None:
-            buffer.set_state(buffer_state)
-        for pid, pstate in (ck.state.get("replay_buffers") or {}).items():
-            trainer.replay_buffer(pid).set_state(pstate)
-    except CheckpointError:
-        raise
+        trainer.set_state(trainer_state(ck))
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"checkpoint {ck.path!r} does not fit this trainer: {exc}") from exc
-    trainer.iteration = int(m["iteration"])
-    for key, value in (m.get("counters") or {}).items():
-        trainer.counters[key] = int(value)
-    trainer._episodes_total = int(m.get("episodes_total", 0))
-    trainer._time_total = float(m.get("time_total_s", 0.0))
-    trainer._episode_history.clear()
 
 
 def _nested_example(path: str) -> str:
@@ -430,20 +378,27 @@ def _nested_example(path: str) -> str:
     return text
 
 
-def trainer_from_checkpoint(cls: type, path: str, config_overrides: Optional[dict] = None, **trainer_kwargs):
-    """Builds a trainer from the manifest alone and restores it; see `Trainer.from_checkpoint`."""
+def trainer_from_checkpoint(cls: type, algorithm: Optional[str], path: str, config_overrides: Optional[dict] = None,
+                            **trainer_kwargs):
+    """Builds a trainer from the manifest alone and restores it; see `Trainer.from_checkpoint`.
+
+    Args:
+        cls: the class `from_checkpoint` was called on.
+        algorithm: its algorithm name; None (the base class): the checkpoint's algorithm,
+            looked up in the registry.
+    """
     ck = read_checkpoint(path)
     algo = ck.manifest["algorithm"]
     trainer_cls = cls
-    if getattr(cls, "_name", "Trainer") == "Trainer":  # the base class: look the algorithm up
-        from rlfleet.algorithms.registry import get_trainer_class
+    if algorithm is None:
+        from rlfleet.registry import get_trainer_class
 
         try:
             trainer_cls = get_trainer_class(algo)
         except ValueError as exc:
             raise CheckpointError(f"checkpoint {ck.path!r} is of algorithm {algo!r}, which is not registered "
                                   f"({exc}); call YourTrainer.from_checkpoint(path) on its class") from None
-    elif cls._name != algo:
+    elif algorithm != algo:
         raise CheckpointError(
             f"checkpoint {ck.path!r} was written by a {algo} trainer; {cls.__name__}.from_checkpoint cannot "
             f"load it (use Trainer.from_checkpoint(path), which picks the algorithm from the checkpoint)")
@@ -476,5 +431,6 @@ def trainer_from_checkpoint(cls: type, path: str, config_overrides: Optional[dic
 __all__ = [
     "CheckpointError", "Checkpoint", "FORMAT_VERSION", "read_checkpoint", "read_manifest", "write_checkpoint",
     "list_checkpoints", "prune_checkpoints", "save_trainer", "restore_trainer", "trainer_from_checkpoint",
+    "trainer_state",
     "check_weights_fit", "split_arrays", "join_arrays",
 ]

@@ -5,8 +5,8 @@
     rlfleet evaluate PATH/checkpoint_10 --episodes 10
     rlfleet list
 
-Importing this module stays cheap (no torch, no algorithms): the trainer registry is imported
-only inside the commands, so ``rlfleet --help`` answers instantly.
+Importing this module stays cheap (no torch, no algorithms): the registry names algorithms
+by module and imports one only when it is looked up, so ``rlfleet --help`` answers instantly.
 
 Exit codes: 0 done, 2 usage error (bad flag, bad JSON/YAML, unknown algorithm, invalid
 config), 130 interrupted with Ctrl-C.
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlfleet.logger import EXCLUDED_FROM_CSV, flatten_dict, make_logdir
+from rlfleet.registry import get_trainer_class, list_algorithms
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +51,10 @@ class UsageError(Exception):
 # Trainer lookup (tests monkeypatch these two to inject a fake trainer)
 # --------------------------------------------------------------------------------------
 def _lookup_trainer(name: str) -> type:
-    # Imported here, not at module level: the registry pulls in torch and every algorithm.
-    from rlfleet.algorithms.registry import get_trainer_class
-
     return get_trainer_class(name)
 
 
 def _available_algorithms() -> List[str]:
-    from rlfleet.algorithms.registry import list_algorithms
-
     return list(list_algorithms())
 
 

@@ -2,12 +2,15 @@
 
 Each key is declared exactly once below as ``ConfigKey(name, default, doc, check)``;
 ``COMMON_CONFIG``, ``MODEL_DEFAULTS``, the validation messages and the docs page
-(``describe_keys()``) are all derived from those declarations.
+(``describe_keys()``) are all derived from those declarations. Each algorithm declares its
+own keys the same way (its ``ALGO_KEYS``, with ``override`` for the common keys it gives
+another default); its ``DEFAULT_CONFIG`` is ``algorithm_config(ALGO_KEYS)`` and
+``describe_keys("PPO")`` documents every key it takes.
 
 How a trainer builds its config::
 
     config = merge_configs(AlgoTrainer.DEFAULT_CONFIG, user_config)   # unknown key -> error
-    validate_config(config)                                           # normalizes in place
+    validate_config(config, ALGO_KEYS)                                # normalizes in place
 
 Deviations from the reference (RLlib 1.x) defaults:
 
@@ -26,24 +29,38 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import numbers
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from rlfleet.callbacks import DefaultCallbacks
+from rlfleet.policy.policy_spec import PolicySpec
+from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.utils.deep_update import deep_update
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_POLICY_ID = "default_policy"
-
 
 # ---------------------------------------------------------------------------------------
 # Value checks. A check takes the value and returns it (possibly normalized, e.g. a tuple
-# made a list) or raises _Invalid("what is allowed"); validate_config turns that into a
-# message naming the key and the value given.
+# made a list) or raises InvalidValue("what is allowed"); validate_config turns that into a
+# message naming the key and the value given. The public ones are for algorithms' keys too.
 # ---------------------------------------------------------------------------------------
-class _Invalid(Exception):
-    pass
+class InvalidValue(Exception):
+    """Raised by a check with what is allowed, e.g. ``InvalidValue("an int >= 1")``."""
+
+    def message(self, path: str, value: Any) -> str:
+        return f"'{path}': {value!r} is invalid; expected {self}"
+
+
+class _NotAvailableYet(InvalidValue):
+    def __init__(self, needs: str, default: Any):
+        super().__init__(needs)
+        self.needs, self.default = needs, default
+
+    def message(self, path: str, value: Any) -> str:
+        return (f"'{path}': {value!r} is not available yet in this version of rlfleet ({self.needs}); "
+                f"use the default {self.default!r}")
 
 
 Check = Callable[[Any], Any]
@@ -57,64 +74,103 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _int(lo: int) -> Check:
+def int_at_least(lo: int) -> Check:
     def check(v: Any) -> Any:
         # YAML/JSON tools often write whole numbers as floats (4000.0); accept those.
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         if not _is_int(v) or v < lo:
-            raise _Invalid(f"an int >= {lo}")
+            raise InvalidValue(f"an int >= {lo}")
         return v
 
     return check
 
 
-def _num(lo: float, hi: Optional[float] = None) -> Check:
+def number_in(lo: float, hi: Optional[float] = None) -> Check:
     def check(v: Any) -> Any:
         # Written as "not in range" so that NaN is rejected too.
         if not _is_num(v) or not (lo <= v and (hi is None or v <= hi)):
-            raise _Invalid(f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}")
+            raise InvalidValue(f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}")
         return v
 
     return check
 
 
-def _optional(inner: Check, none_means: str) -> Check:
+def number_above(lo: float, hi: Optional[float] = None) -> Check:
+    """A number > `lo` (and <= `hi` when given): for sizes that must not be zero."""
+    def check(v: Any) -> Any:
+        if not _is_num(v) or not (lo < v and (hi is None or v <= hi)):
+            raise InvalidValue(f"a number in ({lo}, {hi}]" if hi is not None else f"a number > {lo}")
+        return v
+
+    return check
+
+
+def finite_number(v: Any) -> Any:
+    if not _is_num(v) or not math.isfinite(v):
+        raise InvalidValue("a finite number")
+    return v
+
+
+def optional(inner: Check, none_means: str) -> Check:
     def check(v: Any) -> Any:
         if v is None:
             return v
         try:
             return inner(v)
-        except _Invalid as e:
-            raise _Invalid(f"None ({none_means}) or {e}") from None
+        except InvalidValue as e:
+            raise InvalidValue(f"None ({none_means}) or {e}") from None
 
     return check
 
 
-def _one_of(*choices: Any, or_callable: bool = False) -> Check:
+def one_of(*choices: Any, or_callable: bool = False) -> Check:
     def check(v: Any) -> Any:
         if v in choices or (or_callable and callable(v)):
             return v
-        raise _Invalid(f"one of {list(choices)}" + (" or a callable" if or_callable else ""))
+        raise InvalidValue(f"one of {list(choices)}" + (" or a callable" if or_callable else ""))
 
     return check
 
 
-def _dict(none_as_empty: bool = False) -> Check:
+def dict_value(none_as_empty: bool = False) -> Check:
     def check(v: Any) -> Any:
         if v is None and none_as_empty:
             return {}
         if not isinstance(v, dict):
-            raise _Invalid("a dict" + (" (or None)" if none_as_empty else ""))
+            raise InvalidValue("a dict" + (" (or None)" if none_as_empty else ""))
         return v
 
     return check
 
 
-def _int_list(v: Any) -> Any:
+def positive_int_list(v: Any) -> Any:
     if not isinstance(v, (list, tuple)) or not all(_is_int(x) and x > 0 for x in v):
-        raise _Invalid("a list of ints > 0")
+        raise InvalidValue("a list of ints > 0")
     return list(v)
+
+
+def activation(v: Any) -> Any:
+    """An activation name the built-in networks know."""
+    # Imported here: the models package sits above config in the layers.
+    from rlfleet.models.fcnet import activation_class
+
+    try:
+        activation_class(v)
+    except ValueError as e:
+        raise InvalidValue(str(e).split("; use ", 1)[-1]) from None
+    return v
+
+
+def not_available(needs: str, default: Any) -> Check:
+    """For a key whose feature this version lacks (`needs` says what is missing): any value
+    but `default` is an error."""
+    def check(v: Any) -> Any:
+        if v != default:
+            raise _NotAvailableYet(needs, default)
+        return v
+
+    return check
 
 
 def _framework(v: Any) -> Any:
@@ -130,15 +186,15 @@ def _clip_rewards(v: Any) -> Any:
         return v
     if isinstance(v, (list, tuple)) and len(v) == 2 and all(_is_num(x) for x in v) and v[0] < v[1]:
         return v
-    raise _Invalid("None (clip for Atari only), True (sign), False (never), a number > 0, "
-                   "or a (low, high) pair with low < high")
+    raise InvalidValue("None (clip for Atari only), True (sign), False (never), a number > 0, "
+                       "or a (low, high) pair with low < high")
 
 
 def _record_env(v: Any) -> Any:
     if v == "":  # an empty folder name means "the default folder"
         return True
     if not isinstance(v, (bool, str)):
-        raise _Invalid("False, True (default video folder) or a folder path")
+        raise InvalidValue("False, True (default video folder) or a folder path")
     return v
 
 
@@ -149,7 +205,7 @@ def _exploration_type(v: Any) -> Any:
     try:
         resolve_exploration_class(v)
     except ValueError as e:
-        raise _Invalid(str(e).split("; ", 1)[-1].replace("use ", "", 1)) from None
+        raise InvalidValue(str(e).split("; ", 1)[-1].replace("use ", "", 1)) from None
     return v
 
 
@@ -172,8 +228,8 @@ def _callbacks(v: Any) -> Any:
     if isinstance(v, dict):
         return legacy_callbacks_factory(v)
     if not callable(v):
-        raise _Invalid("a DefaultCallbacks subclass (or any callable returning an instance), "
-                       "a dict of legacy callback functions, or None")
+        raise InvalidValue("a DefaultCallbacks subclass (or any callable returning an instance), "
+                           "a dict of legacy callback functions, or None")
     return v
 
 
@@ -181,22 +237,18 @@ def _input_evaluation(v: Any) -> Any:
     if isinstance(v, tuple):
         return list(v)
     if not isinstance(v, list):
-        raise _Invalid("a list of estimator names, e.g. ['is', 'wis'], or []")
+        raise InvalidValue("a list of estimator names, e.g. ['is', 'wis'], or []")
     return v
 
 
 def _policies(v: Any) -> Dict[str, Any]:
-    # Imported here, not at the top: the policy package may come to import this module
-    # (for DEFAULT_POLICY_ID), and a top-level import would then be circular.
-    from rlfleet.policy.policy_spec import PolicySpec
-
     if not v:
         v = {DEFAULT_POLICY_ID}
     if isinstance(v, (set, frozenset, list, tuple)):
         v = {pid: PolicySpec() for pid in v}
     if not isinstance(v, dict):
-        raise _Invalid("a dict {policy_id: PolicySpec or (cls, obs_space, act_space, config)} "
-                       "or a set of policy ids")
+        raise InvalidValue("a dict {policy_id: PolicySpec or (cls, obs_space, act_space, config)} "
+                           "or a set of policy ids")
     out: Dict[str, Any] = {}
     for pid, spec in v.items():
         if not isinstance(pid, str):
@@ -221,7 +273,7 @@ def _callable_or_none(signature: str) -> Check:
     def check(v: Any) -> Any:
         if v is None or callable(v):
             return v
-        raise _Invalid(f"None or a function {signature}")
+        raise InvalidValue(f"None or a function {signature}")
 
     return check
 
@@ -231,7 +283,7 @@ def _policy_ids(v: Any) -> Any:
         return v
     if isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(p, str) for p in v):
         return list(v)
-    raise _Invalid("None (train all policies) or a list of policy ids (str)")
+    raise InvalidValue("None (train all policies) or a list of policy ids (str)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -249,18 +301,18 @@ class ConfigKey(NamedTuple):
 K = ConfigKey
 
 MODEL_KEYS: List[ConfigKey] = [
-    K("fcnet_hiddens", [256, 256], "Hidden layer sizes of the fully connected network.", _int_list),
+    K("fcnet_hiddens", [256, 256], "Hidden layer sizes of the fully connected network.", positive_int_list),
     K("fcnet_activation", "tanh", "Activation of the fully connected layers."),
     K("conv_filters", None, "CNN layers as [out_channels, kernel, stride] triples; None picks by image size."),
     K("conv_activation", "relu", "Activation of the CNN layers."),
-    K("post_fcnet_hiddens", [], "Extra dense layers after the conv/LSTM stack.", _int_list),
+    K("post_fcnet_hiddens", [], "Extra dense layers after the conv/LSTM stack.", positive_int_list),
     K("post_fcnet_activation", "relu", "Activation of the post_fcnet layers."),
     K("free_log_std", False, "Learn Gaussian log-std as free parameters, not as network outputs."),
     K("no_final_linear", False, "Let the last hidden layer emit the action outputs directly."),
     K("vf_share_layers", True, "Value head shares the policy's hidden layers."),
     K("use_lstm", False, "Wrap the model with an LSTM."),
-    K("max_seq_len", 20, "Longest sequence an RNN is trained on.", _int(1)),
-    K("lstm_cell_size", 256, "LSTM state size.", _int(1)),
+    K("max_seq_len", 20, "Longest sequence an RNN is trained on.", int_at_least(1)),
+    K("lstm_cell_size", 256, "LSTM state size.", int_at_least(1)),
     K("lstm_use_prev_action", False, "Feed the previous action into the LSTM."),
     K("lstm_use_prev_reward", False, "Feed the previous reward into the LSTM."),
     K("_time_major", False, "RNN tensors are [time, batch, ...] instead of [batch, time, ...]."),
@@ -276,7 +328,7 @@ MODEL_KEYS: List[ConfigKey] = [
     K("attention_use_n_prev_actions", 0, "Previous actions fed to the attention net."),
     K("attention_use_n_prev_rewards", 0, "Previous rewards fed to the attention net."),
     K("framestack", True, "Stack the last 4 frames in the deepmind Atari preprocessing."),
-    K("dim", 84, "Side length images are resized to.", _int(1)),
+    K("dim", 84, "Side length images are resized to.", int_at_least(1)),
     K("grayscale", False, "Convert images to grayscale (deepmind preprocessing)."),
     K("zero_mean", True, "Scale image pixels to [-1, 1] instead of [0, 1]."),
     K("custom_model", None, "Registered name or class of a user model."),
@@ -311,30 +363,32 @@ _LOCAL_TF_SESSION_ARGS = {"intra_op_parallelism_threads": 8, "inter_op_paralleli
 
 COMMON_KEYS: Dict[str, List[ConfigKey]] = {
     "Rollout workers": [
-        K("num_workers", 0, "Remote sampling workers; 0 samples in the trainer's own process.", _int(0)),
-        K("num_envs_per_worker", 1, "Envs each worker steps together as one batched vector.", _int(1)),
+        K("num_workers", 0, "Remote sampling workers; 0 samples in the trainer's own process.", int_at_least(0)),
+        K("num_envs_per_worker", 1, "Envs each worker steps together as one batched vector.", int_at_least(1)),
         K("create_env_on_driver", False, "Give the local worker an env even when remote workers sample."),
-        K("rollout_fragment_length", 200, "Steps per sampled fragment, per env of a worker.", _int(1)),
+        K("rollout_fragment_length", 200, "Steps per sampled fragment, per env of a worker.", int_at_least(1)),
         K("batch_mode", "truncate_episodes", "truncate_episodes: fixed-size fragments; "
           "complete_episodes: fragments end only at episode ends.",
-          _one_of("truncate_episodes", "complete_episodes")),
+          one_of("truncate_episodes", "complete_episodes")),
     ],
     "Learning": [
-        K("gamma", 0.99, "Discount factor.", _num(0, 1)),
-        K("lr", 0.0001, "Learning rate.", _num(0)),
-        K("train_batch_size", 200, "Steps per learning batch (fragments are concatenated up to it).", _int(1)),
-        K("model", MODEL_DEFAULTS, "Model options; see the model.* keys.", _dict(none_as_empty=True)),
-        K("optimizer", {}, "Optimizer options; algorithm-specific.", _dict()),
+        K("gamma", 0.99, "Discount factor.", number_in(0, 1)),
+        K("lr", 0.0001, "Learning rate.", number_in(0)),
+        K("train_batch_size", 200, "Steps per learning batch (fragments are concatenated up to it).", int_at_least(1)),
+        K("model", MODEL_DEFAULTS, "Model options; see the model.* keys.", dict_value(none_as_empty=True)),
+        K("optimizer", {}, "Extra torch.optim.Adam arguments (eps, betas, weight_decay, amsgrad, ...) for every "
+          "optimizer of a policy; they override the algorithm's own (SAC's eps, DQN's adam_epsilon). Learning "
+          "rates have their own keys.", dict_value()),
     ],
     "Environment": [
         K("horizon", None, "Force an episode end after this many steps; None uses the env's time limit.",
-          _optional(_int(1), "the env's own limit")),
+          optional(int_at_least(1), "the env's own limit")),
         K("soft_horizon", False, "At the horizon, end the episode for learning but do not reset the env."),
         K("no_done_at_end", False, "Never mark the last step of an episode as done."),
         K("env", None, "Env name (registered or Gymnasium id), class, or 'module.Class' path."),
         K("observation_space", None, "Policies' observation space; None infers it from the env."),
         K("action_space", None, "Policies' action space; None infers it from the env."),
-        K("env_config", {}, "Dict given to the env creator (as an EnvContext).", _dict(none_as_empty=True)),
+        K("env_config", {}, "Dict given to the env creator (as an EnvContext).", dict_value(none_as_empty=True)),
         K("env_task_fn", None, "fn(train_result, env, env_context) -> new task, for TaskSettableEnv."),
         K("render_env", False, "Render the env of the local worker (or of worker 1)."),
         K("record_env", False, "Record videos: True for the results folder, or a folder path.", _record_env),
@@ -343,11 +397,11 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("normalize_actions", True, "Learn in a normalized action space; unsquash to the env's bounds."),
         K("clip_actions", False, "Clip actions to the env's bounds before stepping."),
         K("preprocessor_pref", "deepmind", "Default observation preprocessors: 'deepmind' or 'rllib'.",
-          _one_of("deepmind", "rllib", None)),
+          one_of("deepmind", "rllib", None)),
     ],
     "Debugging and fault tolerance": [
         K("log_level", "WARN", "Log level of rlfleet's loggers.",
-          _one_of("DEBUG", "INFO", "WARN", "WARNING", "ERROR")),
+          one_of("DEBUG", "INFO", "WARN", "WARNING", "ERROR")),
         K("callbacks", DefaultCallbacks, "DefaultCallbacks subclass whose hooks run during training.",
           _callbacks),
         K("ignore_worker_failures", False, "Keep training when a remote worker dies."),
@@ -362,70 +416,71 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
     "Exploration": [
         K("explore", True, "Explore when computing actions, unless a call says otherwise."),
         K("exploration_config", {}, "Exploration object config: 'type' plus its constructor arguments.",
-          _dict()),
+          dict_value()),
         K("exploration_config.type", "StochasticSampling", "Exploration class or its name "
           "(StochasticSampling, EpsilonGreedy, GaussianNoise, OrnsteinUhlenbeckNoise) or a "
           "'package.module.Class' path.", _exploration_type),
     ],
     "Evaluation": [
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",
-          _optional(_int(1), "no evaluation")),
-        K("evaluation_num_episodes", 10, "Episodes per evaluation (at least).", _int(1)),
+          optional(int_at_least(1), "no evaluation")),
+        K("evaluation_num_episodes", 10, "Episodes per evaluation (at least).", int_at_least(1)),
         K("evaluation_parallel_to_training", False, "Evaluate in a thread while train() runs."),
         K("in_evaluation", False, "Set internally on evaluation workers."),
         K("evaluation_config", {}, "Overrides of this config for evaluation (e.g. explore False).",
-          _dict(none_as_empty=True)),
-        K("evaluation_num_workers", 0, "Remote evaluation workers; 0 evaluates in the trainer.", _int(0)),
+          dict_value(none_as_empty=True)),
+        K("evaluation_num_workers", 0, "Remote evaluation workers; 0 evaluates in the trainer.", int_at_least(0)),
         K("custom_eval_function", None, "fn(trainer, eval_workers) -> metrics dict, replacing evaluate()."),
     ],
     "Advanced rollout settings": [
         K("sample_async", False, "Sample in a background thread (slightly off-policy)."),
         K("sample_collector", None, "Sample collector class; None is the built-in one."),
         K("observation_filter", "NoFilter", "Per-element observation filter: 'NoFilter' or 'MeanStdFilter'.",
-          _one_of("NoFilter", "MeanStdFilter", or_callable=True)),
+          one_of("NoFilter", "MeanStdFilter", or_callable=True)),
         K("synchronize_filters", True, "Sync filter statistics across workers each iteration."),
         K("tf_session_args", _TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
         K("local_tf_session_args", _LOCAL_TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
         K("compress_observations", False, "LZ4-compress each observation in sample batches."),
         K("collect_metrics_timeout", 180, "Seconds to wait for workers' metrics; late ones count next time.",
-          _num(0)),
-        K("metrics_smoothing_episodes", 100, "Episodes that reported metrics are averaged over.", _int(1)),
+          number_in(0)),
+        K("metrics_smoothing_episodes", 100, "Episodes that reported metrics are averaged over.", int_at_least(1)),
         K("remote_worker_envs", False, "Run each of a worker's vector envs in its own process."),
-        K("remote_env_batch_wait_ms", 0, "Milliseconds to wait for remote envs when polling.", _num(0)),
-        K("min_iter_time_s", 0, "Least seconds one train() call takes.", _num(0)),
-        K("timesteps_per_iteration", 0, "Least env steps one train() call samples.", _int(0)),
+        K("remote_env_batch_wait_ms", 0, "Milliseconds to wait for remote envs when polling.", number_in(0)),
+        K("min_iter_time_s", 0, "Least seconds one train() call takes.", number_in(0)),
+        K("timesteps_per_iteration", 0, "Least env steps one train() call samples.", int_at_least(0)),
         K("seed", None, "Seed for envs, workers and policies; None is nondeterministic.",
-          _optional(_int(0), "unseeded")),
-        K("extra_python_environs_for_driver", {}, "Env variables set in the trainer process.", _dict()),
-        K("extra_python_environs_for_worker", {}, "Env variables set in worker processes.", _dict()),
+          optional(int_at_least(0), "unseeded")),
+        K("extra_python_environs_for_driver", {}, "Env variables set in the trainer process.", dict_value()),
+        K("extra_python_environs_for_worker", {}, "Env variables set in worker processes.", dict_value()),
     ],
     "Resources": [
-        K("num_gpus", 0, "GPUs for the trainer process (may be fractional).", _num(0)),
+        K("num_gpus", 0, "GPUs for the trainer process (may be fractional).", number_in(0)),
         K("_fake_gpus", False, "Simulate num_gpus GPUs on the CPU (debugging)."),
-        K("num_cpus_per_worker", 1, "CPUs per remote worker.", _num(0)),
-        K("num_gpus_per_worker", 0, "GPUs per remote worker (may be fractional).", _num(0)),
-        K("custom_resources_per_worker", {}, "Custom Ray resources per remote worker.", _dict()),
-        K("num_cpus_for_driver", 1, "CPUs for the trainer process: reserved under Tune, and the cap on torch's threads (unless OMP_NUM_THREADS is set).", _num(0)),
+        K("num_cpus_per_worker", 1, "CPUs per remote worker.", number_in(0)),
+        K("num_gpus_per_worker", 0, "GPUs per remote worker (may be fractional).", number_in(0)),
+        K("custom_resources_per_worker", {}, "Custom Ray resources per remote worker.", dict_value()),
+        K("num_cpus_for_driver", 1, "CPUs for the trainer process: reserved under Tune, and the cap on torch's "
+          "threads (unless OMP_NUM_THREADS is set).", number_in(0)),
         K("placement_strategy", "PACK", "Ray placement-group strategy for trainer and workers.",
-          _one_of("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
+          one_of("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
     ],
     "Offline data": [
         K("input", "sampler", "Where experience comes from: 'sampler' (the env), files, or a mix."),
-        K("input_config", {}, "Options for a custom input reader.", _dict()),
+        K("input_config", {}, "Options for a custom input reader.", dict_value()),
         K("actions_in_input_normalized", False, "Offline actions are already normalized to [-1, 1]."),
         K("input_evaluation", ["is", "wis"], "Off-policy estimators run on offline input.", _input_evaluation),
         K("postprocess_inputs", False, "Run postprocess_trajectory on offline batches."),
-        K("shuffle_buffer_size", 0, "Shuffle offline batches through a buffer of this many.", _int(0)),
+        K("shuffle_buffer_size", 0, "Shuffle offline batches through a buffer of this many.", int_at_least(0)),
         K("output", None, "Where to write sampled experience: None, 'logdir', or a folder path."),
         K("output_compress_columns", ["obs", "new_obs"], "Sample batch columns LZ4-compressed in output."),
-        K("output_max_file_size", 64 * 1024 * 1024, "Bytes per output file before a new one starts.", _int(1)),
+        K("output_max_file_size", 64 * 1024 * 1024, "Bytes per output file before a new one starts.", int_at_least(1)),
     ],
     "Multi-agent": [
-        K("multiagent", {}, "Multi-agent settings; see the multiagent.* keys.", _dict()),
+        K("multiagent", {}, "Multi-agent settings; see the multiagent.* keys.", dict_value()),
         K("multiagent.policies", {}, "{policy_id: PolicySpec} or a set of ids; empty: one default policy.",
           _policies),
         K("multiagent.policy_map_capacity", 100, "Policies kept in memory before spilling the LRU ones.",
-          _int(1)),
+          int_at_least(1)),
         K("multiagent.policy_map_cache", None, "Folder for spilled policies; None is the results folder."),
         K("multiagent.policy_mapping_fn", None, "fn(agent_id, episode, worker, **kwargs) -> policy_id; "
           "None maps every agent to 'default_policy' (or to the only policy).",
@@ -435,9 +490,9 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           "{agent_id: obs}, applied before the policies see the observations.",
           _callable_or_none("(agent_obs, worker, base_env, policies, episode) -> {agent_id: obs}")),
         K("multiagent.replay_mode", "independent", "Replay transitions per policy ('independent') or "
-          "all agents of a timestep together ('lockstep').", _one_of("independent", "lockstep")),
+          "all agents of a timestep together ('lockstep').", one_of("independent", "lockstep")),
         K("multiagent.count_steps_by", "env_steps", "Batch size counts env steps or agent steps.",
-          _one_of("env_steps", "agent_steps")),
+          one_of("env_steps", "agent_steps")),
     ],
     "Logging": [
         K("logger_config", None, "Options for the result loggers (e.g. 'type')."),
@@ -632,6 +687,72 @@ def with_common_config(extra_config: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------
+# Algorithm keys. Each algorithm declares the keys it adds, and the common keys whose
+# default it changes (``override``), as one list of ``ConfigKey``; its ``DEFAULT_CONFIG``
+# (``algorithm_config``), the checks of its values (``validate_config(config, keys)``) and
+# its docs page (``describe_keys("PPO")``) all come from that list.
+# ---------------------------------------------------------------------------------------
+def override(name: str, default: Any, doc: Optional[str] = None) -> ConfigKey:
+    """A common key with an algorithm's own default; its check (and meaning) stay.
+
+    Args:
+        name: the common key's dotted path, e.g. ``"lr"`` or ``"model.vf_share_layers"``.
+        default: the algorithm's default.
+        doc: the meaning, where the algorithm gives the key a narrower one.
+
+    Raises:
+        ValueError: if `name` is not a common key.
+    """
+    if name not in KEY_INDEX:
+        raise ValueError(f"override({name!r}): not a common key; declare an algorithm's own key "
+                         "with ConfigKey(name, default, doc, check)")
+    key = KEY_INDEX[name]
+    return key._replace(default=default, doc=doc or key.doc)
+
+
+def with_defaults(keys: List[ConfigKey], defaults: Dict[str, Any]) -> List[ConfigKey]:
+    """`keys` with other defaults: a variant of an algorithm (TD3 of DDPG, SimpleQ of DQN).
+
+    Args:
+        keys: the base algorithm's keys.
+        defaults: ``{dotted name: new default}``; a common key not in `keys` is added as an
+            ``override``.
+
+    Returns:
+        A new list; `keys` is not changed.
+    """
+    out = list(keys)
+    index = {k.name: i for i, k in enumerate(out)}
+    for name, default in defaults.items():
+        if name in index:
+            out[index[name]] = out[index[name]]._replace(default=default)
+        else:
+            out.append(override(name, default))
+    return out
+
+
+def algorithm_config(keys: List[ConfigKey]) -> Dict[str, Any]:
+    """An algorithm's ``DEFAULT_CONFIG``: ``COMMON_CONFIG`` updated with `keys`' defaults.
+
+    Merged as ``with_common_config`` merges: a dict default of a common key updates the
+    common dict (``model``), except an ``exploration_config`` of another ``type``, which
+    replaces it whole. A parent key (``Q_model``) must come before its children
+    (``Q_model.fcnet_hiddens``).
+
+    Args:
+        keys: the algorithm's keys (its own ones and its overrides of common keys).
+    """
+    defaults: Dict[str, Any] = {}
+    for key in keys:
+        *parents, leaf = key.name.split(".")
+        node = defaults
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = copy.deepcopy(key.default)
+    return with_common_config(defaults)
+
+
+# ---------------------------------------------------------------------------------------
 # Validation.
 # ---------------------------------------------------------------------------------------
 _NOTICES_GIVEN: Set[str] = set()  # keys already noticed, once per process
@@ -658,21 +779,49 @@ def _translate_deprecated(config: dict) -> None:
             dep.translate(config, value)
 
 
-def _iter_checks() -> Iterator[Tuple[str, Check]]:
-    for path, key in KEY_INDEX.items():  # parents come before their children
-        if key.check is not None:
-            yield path, key.check
+def check_keys(config: dict, keys: Iterable[ConfigKey]) -> None:
+    """Runs the checks of `keys` on `config`, normalizing values in place.
+
+    Keys absent from `config` are skipped; a parent is checked before its children when
+    declared first.
+
+    Args:
+        config: a merged config; mutated.
+        keys: the keys whose checks to run, e.g. an algorithm's ``ALGO_KEYS``.
+
+    Raises:
+        ValueError: naming the key, the value given and what is allowed.
+    """
+    for key in keys:
+        if key.check is None:
+            continue
+        *parents, leaf = key.name.split(".")
+        parent = _lookup(config, ".".join(parents)) if parents else config
+        if not isinstance(parent, dict) or leaf not in parent:
+            continue
+        value = parent[leaf]
+        try:
+            parent[leaf] = key.check(value)
+        except InvalidValue as e:
+            raise ValueError(e.message(key.name, value)) from None
 
 
-def validate_config(config: dict) -> None:
+def _not_common_checks(algo_keys: Iterable[ConfigKey]) -> List[ConfigKey]:
+    # An override keeps the common key's check, which validate_config runs already.
+    return [k for k in algo_keys if k.name not in KEY_INDEX or k.check is not KEY_INDEX[k.name].check]
+
+
+def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
     """Checks a merged config and normalizes it in place.
 
     Translates deprecated keys (logging a warning), fills in defaults for None where the
     reference does (``model``, ``callbacks``, ``multiagent.policies``), converts policy
-    tuples to ``PolicySpec``, checks each value, then calls ``check_available``.
+    tuples to ``PolicySpec``, checks each value (the common keys', then the algorithm's),
+    then calls ``check_available``.
 
     Args:
         config: a merged config (the output of ``merge_configs``); mutated.
+        algo_keys: the algorithm's keys (its ``ALGO_KEYS``), whose checks run too.
 
     Raises:
         ValueError: naming the key, the value given and what is allowed.
@@ -697,17 +846,8 @@ def validate_config(config: dict) -> None:
                        "setting it to False.")
         config["evaluation_parallel_to_training"] = False
 
-    for path, check in _iter_checks():
-        *parents, leaf = path.split(".")
-        parent = _lookup(config, ".".join(parents)) if parents else config
-        if not isinstance(parent, dict) or leaf not in parent:
-            continue
-        value = parent[leaf]
-        try:
-            parent[leaf] = check(value)
-        except _Invalid as e:
-            raise ValueError(f"'{path}': {value!r} is invalid; expected {e}") from None
-
+    check_keys(config, KEY_INDEX.values())  # parents come before their children
+    check_keys(config, _not_common_checks(algo_keys))
     check_available(config)
 
 
@@ -718,27 +858,58 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _default_text(path: str, default: Any) -> str:
-    if isinstance(default, dict) and any(p.startswith(path + ".") for p in KEY_INDEX):
-        return f"see `{path}.*`"
+def _default_text(path: str, default: Any, declared: Set[str]) -> str:
+    if isinstance(default, dict):
+        children = {p[len(path) + 1:] for p in declared if p.startswith(path + ".")}
+        # "see path.*" only where those rows show every entry of the dict.
+        if children and set(default) <= {c.split(".")[0] for c in children}:
+            return f"see `{path}.*`"
     if isinstance(default, type):
         return f"`{default.__module__}.{default.__qualname__}`"
     return f"`{default!r}`"
 
 
-def describe_keys() -> str:
+def _algorithm_keys(algorithm: str) -> Tuple[List[ConfigKey], dict]:
+    # Imported here: the registry imports each algorithm on demand, and the algorithms
+    # sit above config in the layers.
+    from rlfleet.registry import get_trainer_class
+
+    trainer_class = get_trainer_class(algorithm)
+    return list(trainer_class._algo_keys), trainer_class._default_config
+
+
+def describe_keys(algorithm: Optional[str] = None) -> str:
     """Returns Markdown tables of every config key (name, default, meaning), by section.
+
+    Args:
+        algorithm: a registered algorithm's name (e.g. ``"PPO"``): its keys come first (its
+            own and the common keys it sets differently, with its defaults), then the other
+            common keys. None: the common keys with their common defaults.
 
     Returns:
         The Markdown text, generated from the declarations.
+
+    Raises:
+        ValueError: for an unknown algorithm, listing the known ones.
     """
-    sections = list(COMMON_KEYS.items()) + [
+    sections: List[Tuple[str, List[ConfigKey]]] = list(COMMON_KEYS.items()) + [
         ("Model (model.*)", [KEY_INDEX[f"model.{k.name}"] for k in MODEL_KEYS])]
+    declared = set(KEY_INDEX)
+    defaults: Dict[str, Any] = {}
+    if algorithm is not None:
+        algo_keys, algo_config = _algorithm_keys(algorithm)
+        own = {k.name for k in algo_keys}
+        sections = [(f"{algorithm}: its keys and its defaults of common keys", algo_keys)] + [
+            (title, [k for k in keys if k.name not in own]) for title, keys in sections]
+        declared |= own
+        defaults = {path: _lookup(algo_config, path) for path in declared}
     lines: List[str] = []
     for title, keys in sections:
         lines += [f"### {title}", "", "| key | default | meaning |", "| --- | --- | --- |"]
         for k in keys:
-            lines.append(f"| `{k.name}` | {_cell(_default_text(k.name, k.default))} | {_cell(k.doc)} |")
+            default = defaults.get(k.name, _MISSING)
+            default = k.default if default is _MISSING else default
+            lines.append(f"| `{k.name}` | {_cell(_default_text(k.name, default, declared))} | {_cell(k.doc)} |")
         lines.append("")
     lines += ["### Deprecated keys", "", "| key | replaced by |", "| --- | --- |"]
     for path, dep in DEPRECATED_KEYS.items():

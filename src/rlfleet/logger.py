@@ -49,6 +49,16 @@ def default_results_dir() -> str:
     return os.path.join(os.path.expanduser("~"), "rlfleet_results")
 
 
+def sys_usage() -> Dict[str, float]:
+    """CPU and memory use of this machine in percent, for a result's `perf` (`log_sys_usage`);
+    empty without psutil (optional)."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+    return {"cpu_util_percent": psutil.cpu_percent(), "ram_util_percent": psutil.virtual_memory().percent}
+
+
 def _sanitize(name: str) -> str:
     """Makes one folder-name part safe on every filesystem ("ALE/Pong-v5" -> "ALE_Pong-v5")."""
     cleaned = _UNSAFE_PATH_CHARS.sub("_", name).strip("._")

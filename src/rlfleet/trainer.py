@@ -1,26 +1,25 @@
 """Trainer: builds the workers from one config and runs train() / evaluate() iterations.
 
 An algorithm subclasses `Trainer`, sets `_name`, `_default_config` and `_policy_class`,
-and writes `training_step()` as straight-line code (sample, learn, sync).
+and writes `training_step()` as straight-line code (sample, learn, sync). Evaluation lives
+in evaluation.py, resource requests in resources.py, worker-failure handling in
+fault_tolerance.py, the checkpoint file format in checkpoint.py (it stores `get_state()`),
+acting on raw observations in acting.py; Ray is called only inside the WorkerSet.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import copy
 import logging
-import math
 import os
+import secrets
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-import numpy as np
-
+from rlfleet import acting
 from rlfleet.config import (
     ALLOW_UNKNOWN_SUBKEYS,
     COMMON_CONFIG,
+    ConfigKey,
     DEFAULT_POLICY_ID,
     OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES,
     merge_configs,
@@ -28,84 +27,16 @@ from rlfleet.config import (
 )
 from rlfleet.env.registry import resolve_env
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
-from rlfleet.logger import UnifiedLogger, make_logdir
-from rlfleet.rollout.metrics import merge_perf, summarize_episodes
+from rlfleet.evaluation import Evaluator
+from rlfleet.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
+from rlfleet.logger import UnifiedLogger, make_logdir, sys_usage
+from rlfleet.policy.export import export_policy_formats
+from rlfleet.utils.seeding import derive_seed
+from rlfleet.resources import ResourceRequest, configure_driver, default_resource_request
+from rlfleet.rollout.metrics import EpisodeWindow, merge_perf
 from rlfleet.rollout.worker_set import WorkerSet
-from rlfleet.utils.deep_update import merge_dicts
-from rlfleet.utils.filters import FilterManager
-from rlfleet.utils.ray_utils import is_worker_failure
 
 logger = logging.getLogger(__name__)
-
-# How often one train() call recovers from remote worker failures before giving up (as
-# the reference).
-MAX_WORKER_FAILURE_RETRIES = 3
-
-
-class WorkerFailureError(RuntimeError):
-    """A remote worker died (or raised) during train() and the config does not allow
-    going on without it."""
-
-
-@dataclass
-class ResourceRequest:
-    """The resources one trainer asks for: one bundle for the driver (the trainer process
-    and its local worker), one per remote worker, one per evaluation worker.
-
-    Attributes:
-        bundles: `{"CPU": n, "GPU": n, <custom resource>: n}` per bundle; bundle 0 is the driver.
-        strategy: the placement-group strategy (`placement_strategy`: PACK, SPREAD, ...).
-    """
-
-    bundles: List[Dict[str, float]] = field(default_factory=list)
-    strategy: str = "PACK"
-
-    def required_resources(self) -> Dict[str, float]:
-        """The bundles summed per resource."""
-        total: Dict[str, float] = {}
-        for bundle in self.bundles:
-            for name, amount in bundle.items():
-                total[name] = total.get(name, 0) + amount
-        return total
-
-    def to_placement_group_factory(self):
-        """The same request as a Ray Tune `PlacementGroupFactory` (needs `ray[tune]`)."""
-        from rlfleet.utils.ray_utils import import_ray
-
-        import_ray()
-        from ray.tune import PlacementGroupFactory
-
-        return PlacementGroupFactory(self.bundles, strategy=self.strategy)
-
-
-def _limit_torch_threads(num_cpus: float) -> None:
-    """Caps torch's intra-op threads at the CPUs the driver was given.
-
-    The nets RL trains are small: extra threads buy nothing on an idle machine (PPO on
-    CartPole takes the same time with 1 or 2) and cost 10-20x on a loaded one, where
-    they wait on each other. An explicit `OMP_NUM_THREADS` wins, as Ray's does for
-    remote workers.
-    """
-    if "OMP_NUM_THREADS" in os.environ:
-        return
-    import torch
-
-    torch.set_num_threads(max(1, int(math.ceil(num_cpus))))
-
-
-def _sys_usage() -> Dict[str, float]:
-    try:
-        import psutil
-    except ImportError:  # optional: `perf` is simply left out
-        return {}
-    return {"cpu_util_percent": psutil.cpu_percent(), "ram_util_percent": psutil.virtual_memory().percent}
-
-
-def _evaluation_episodes(worker, num_episodes: int):
-    """Runs on an evaluation worker: `num_episodes` episodes, their metrics (only theirs)."""
-    episodes = worker.sample_episodes(num_episodes)
-    worker.get_metrics()  # drop: they are `episodes` already
-    return episodes
 
 
 class Trainer:
@@ -123,6 +54,8 @@ class Trainer:
     _name = "Trainer"
     _default_config: dict = COMMON_CONFIG
     _policy_class: Optional[type] = None
+    # The algorithm's own keys (`ConfigKey`s): their checks run with the common keys'.
+    _algo_keys: Sequence[ConfigKey] = ()
     _allow_unknown_configs = False
     _allow_unknown_subkeys = ALLOW_UNKNOWN_SUBKEYS
     _override_all_subkeys_if_type_changes = OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES
@@ -137,6 +70,9 @@ class Trainer:
     ):
         config = dict(config or {})
         self._env_id, self.env_creator = resolve_env(env if env is not None else config.get("env"))
+        # An env class (given as one, or registered under its name) is recorded by qualified
+        # name, so that a checkpoint rebuilds it in another process.
+        self._env_class = getattr(self.env_creator, "cls", None)
         if self._env_id is not None:
             config["env"] = self._env_id
         self.raw_user_config = config
@@ -148,24 +84,18 @@ class Trainer:
         if self._policy_class is None:
             raise TypeError(f"{type(self).__name__} must set `_policy_class`")
 
-        for key, value in (self.config.get("extra_python_environs_for_driver") or {}).items():
-            os.environ[str(key)] = str(value)
-        _limit_torch_threads(self.config["num_cpus_for_driver"])
-        if self.config.get("log_level"):
-            level = self.config["log_level"]
-            logging.getLogger("rlfleet").setLevel("WARNING" if level == "WARN" else level)
+        configure_driver(self.config)
         self.callbacks = self.config["callbacks"]()
 
         self.iteration = 0
         self._time_total = 0.0
-        self._episodes_total = 0
         self.counters: Dict[str, int] = {
             "num_env_steps_sampled": 0,
             "num_env_steps_trained": 0,
             "num_agent_steps_sampled": 0,
             "num_agent_steps_trained": 0,
         }
-        self._episode_history: deque = deque(maxlen=int(self.config["metrics_smoothing_episodes"]))
+        self._episodes = EpisodeWindow(self.config["metrics_smoothing_episodes"])
 
         self.logdir = logdir or make_logdir(self._name, self._env_id)
         os.makedirs(self.logdir, exist_ok=True)
@@ -177,12 +107,9 @@ class Trainer:
             env_creator=self.env_creator, policy_class=self._policy_class,
             config=self.config, num_workers=self.config["num_workers"],
         )
-        # add_policy / remove_policy calls, in order, replayed on workers made later
-        # (recreated after a failure, evaluation workers made lazily).
-        self._policy_changes: List[Tuple[str, Dict[str, Any]]] = []
-        self.evaluation_workers: Optional[WorkerSet] = None
-        if self.config.get("evaluation_interval"):
-            self.evaluation_workers = self._make_evaluation_workers()
+        self.evaluator = Evaluator(config=self.config, training_workers=self.workers, make_workers=lambda cfg, n: (
+            self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class, config=cfg,
+                               num_workers=n)))
         self.setup(self.config)
         self.callbacks.on_trainer_init(trainer=self)
 
@@ -198,13 +125,14 @@ class Trainer:
 
     @staticmethod
     def _validate_config(config: dict, trainer_obj_or_none: Optional["Trainer"] = None) -> None:
-        """Validates and normalises `config` in place; subclasses add their own checks."""
-        validate_config(config)
+        """Validates and normalises `config` in place (every common and algorithm key's
+        check); `validate_algorithm_config` adds the rules that span several keys."""
+        validate_config(config, trainer_obj_or_none._algo_keys if trainer_obj_or_none is not None else ())
         if trainer_obj_or_none is not None:
             trainer_obj_or_none.validate_algorithm_config(config)
 
     def validate_algorithm_config(self, config: dict) -> None:
-        """Algorithm-specific value checks; raise ValueError naming key, value and fix."""
+        """Rules spanning several keys; raise ValueError naming the keys, values and fix."""
 
     def setup(self, config: dict) -> None:
         """Algorithm-specific initialisation after the workers exist."""
@@ -215,62 +143,25 @@ class Trainer:
 
     @classmethod
     def default_resource_request(cls, config: dict) -> ResourceRequest:
-        """The resources this trainer needs with `config` (the reference's bundles).
-
-        Bundle 0 is the driver (`num_cpus_for_driver`, `num_gpus`), then one bundle per remote
-        worker (`num_cpus_per_worker`, `num_gpus_per_worker`, `custom_resources_per_worker`),
-        then one per evaluation worker (the evaluation config's per-worker resources) when
-        evaluation is on. Tune reserves these as one placement group (`placement_strategy`).
+        """The resources this trainer needs with `config` (see `rlfleet.resources`): the
+        driver, each remote worker, each evaluation worker when evaluation is on.
 
         Args:
             config: a (partial) config; missing keys take the algorithm's defaults.
         """
-        cf = dict(cls._default_config, **(config or {}))
-        eval_cf = cf.get("evaluation_config") or {}
+        return default_resource_request(cls._default_config, config)
 
-        def worker_bundle(c: dict) -> Dict[str, float]:
-            bundle = {"CPU": c.get("num_cpus_per_worker", cf["num_cpus_per_worker"]),
-                      "GPU": c.get("num_gpus_per_worker", cf["num_gpus_per_worker"])}
-            bundle.update(c.get("custom_resources_per_worker", cf.get("custom_resources_per_worker")) or {})
-            return bundle
+    def user_config(self) -> Dict[str, Any]:
+        """The config as given (before defaults), with an env class as the class itself."""
+        config = dict(self.raw_user_config)
+        if self._env_class is not None:
+            config["env"] = self._env_class
+        return config
 
-        bundles = [{"CPU": cf["num_cpus_for_driver"], "GPU": cf["num_gpus"]}]
-        bundles += [worker_bundle(cf) for _ in range(int(cf["num_workers"]))]
-        # Evaluation workers exist when evaluation is on (evaluation workers alone turn
-        # it on: validate_config sets evaluation_interval to 1 then).
-        n_eval = int(cf.get("evaluation_num_workers") or 0)
-        if cf.get("evaluation_interval") or n_eval:
-            bundles += [worker_bundle(eval_cf) for _ in range(n_eval)]
-        return ResourceRequest(bundles=bundles, strategy=cf.get("placement_strategy") or "PACK")
-
-    def _make_evaluation_workers(self) -> WorkerSet:
-        extra = copy.deepcopy(self.config["evaluation_config"])
-        if extra.get("in_evaluation") is False:
-            raise ValueError("`evaluation_config.in_evaluation` cannot be False: evaluation workers always run "
-                             "with in_evaluation=True")
-        eval_config = merge_dicts(self.config, extra)
-        validate_config(eval_config)
-        # Evaluation always runs whole episodes, with the weights it was given (no
-        # background sampling thread).
-        eval_config.update({"batch_mode": "complete_episodes", "in_evaluation": True, "sample_async": False})
-        workers = self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class,
-                                     config=eval_config, num_workers=self.config["evaluation_num_workers"])
-        if self._policy_changes:
-            workers.foreach_worker(self._policy_changes_replayer())
-        return workers
-
-    def _policy_changes_replayer(self) -> Callable[[Any], None]:
-        """`fn(worker)` that applies this trainer's run-time add/remove_policy calls, in order."""
-        changes = list(self._policy_changes)
-
-        def replay(worker) -> None:
-            for op, kwargs in changes:
-                if op == "add":
-                    worker.add_policy(**kwargs)
-                else:
-                    worker.remove_policy(**kwargs)
-
-        return replay
+    @property
+    def evaluation_workers(self) -> Optional[WorkerSet]:
+        """The evaluation WorkerSet (None until evaluation is first needed)."""
+        return self.evaluator.workers
 
     # --- the loop ----------------------------------------------------------------
     def training_step(self) -> Dict[str, Any]:
@@ -283,33 +174,13 @@ class Trainer:
 
         A remote worker that dies (or raises) during the iteration is handled as the
         reference does, up to `MAX_WORKER_FAILURE_RETRIES` times per call: with
-        `recreate_failed_workers` it is replaced by a new worker with the current weights
-        and filters; with `ignore_worker_failures` it is dropped and training goes on with
-        the others; with neither, `WorkerFailureError` is raised.
+        `recreate_failed_workers` it is replaced by a new worker with the current policies,
+        policy mapping, weights and filters; with `ignore_worker_failures` it is dropped and
+        training goes on with the others; with neither, `WorkerFailureError` is raised.
         """
-        start = time.time()
-        result = None
-        for attempt in range(1 + MAX_WORKER_FAILURE_RETRIES):
-            iteration_before = self.iteration
-            try:
-                result = self._train_iteration(start)
-                break
-            except Exception as e:
-                if not is_worker_failure(e):
-                    raise
-                self.iteration = iteration_before
-                if not (self.config["ignore_worker_failures"] or self.config["recreate_failed_workers"]):
-                    raise WorkerFailureError(
-                        f"A remote worker failed during train(): {e}\nTo go on without it set "
-                        "'ignore_worker_failures': True; to replace it with a new worker set "
-                        "'recreate_failed_workers': True."
-                    ) from e
-                logger.warning("A remote worker failed during train() (attempt %d of %d); recovering: %s",
-                               attempt + 1, 1 + MAX_WORKER_FAILURE_RETRIES, str(e).splitlines()[0])
-                self._try_recover()
-        if result is None:
-            raise WorkerFailureError(f"train() failed {1 + MAX_WORKER_FAILURE_RETRIES} times in a row because "
-                                     "remote workers kept failing; see the warnings above")
+        start, iteration_before = time.time(), self.iteration
+        result = run_with_recovery(lambda: self._train_iteration(start), self.config, recover=self._try_recover,
+                                   undo=lambda: setattr(self, "iteration", iteration_before))
         took = time.time() - start
         self._time_total += took
         result["time_this_iter_s"] = took
@@ -320,21 +191,16 @@ class Trainer:
 
     def _train_iteration(self, start: float) -> Dict[str, Any]:
         """One iteration: training steps (beside an evaluation thread when
-        `evaluation_parallel_to_training`), filter sync, metrics, evaluation."""
-        interval = self.config.get("evaluation_interval")
-        evaluate_now = bool(interval) and (self.iteration + 1) % interval == 0
+        `evaluation_parallel_to_training`), filter merge, metrics, evaluation."""
+        evaluate_now = self.evaluator.due(self.iteration + 1)
+        evaluation = None
         if evaluate_now and self.config.get("evaluation_parallel_to_training"):
-            # Weights and filters go to the evaluation workers before learning starts, so the
-            # thread never reads them while training_step changes them.
-            self._sync_evaluation_workers()
-            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlfleet-evaluation") as pool:
-                future = pool.submit(self._run_evaluation)
-                learner_info, steps = self._run_training_steps(start)
-                evaluation = future.result()
+            (learner_info, steps), evaluation = self.evaluator.run_beside(
+                self, lambda: self._run_training_steps(start))
         else:
             learner_info, steps = self._run_training_steps(start)
-            evaluation = None
-        self._sync_filters_if_needed(self.workers)
+        if self.config.get("observation_filter", "NoFilter") != "NoFilter":
+            self.workers.merge_filters(update_remote=self.config["synchronize_filters"])
         self.iteration += 1
         result = self._compile_result(learner_info, steps)
         if evaluate_now:
@@ -351,43 +217,18 @@ class Trainer:
             if time.time() - start >= min_time and steps >= min_steps:
                 return learner_info, steps
 
-    def _sync_filters_if_needed(self, workers: WorkerSet) -> None:
-        """Merges the remote workers' filter buffers into the local filters and, with
-        `synchronize_filters`, sends the merged filters back (the reference's FilterManager)."""
-        if self.config.get("observation_filter", "NoFilter") != "NoFilter" and workers.remote_workers():
-            FilterManager.synchronize_remote(workers.local_worker().filters, workers.remote_workers(),
-                                             update_remote=self.config["synchronize_filters"])
-
     def _try_recover(self) -> None:
-        """Health-checks the remote workers (training and evaluation), drops the failed ones
-        and, with `recreate_failed_workers`, starts replacements with the current weights
-        and filters. Raises when no healthy remote worker is left."""
-        local = self.workers.local_worker()
-        for name, worker_set in (("rollout", self.workers), ("evaluation", self.evaluation_workers)):
-            if worker_set is None or not worker_set.remote_workers():
-                continue
-            failed = worker_set.remove_unhealthy_workers()
-            if not failed:
-                continue
-            if self.config["recreate_failed_workers"]:
-                logger.warning("Recreating %s worker(s) %s", name, failed)
-                prepare = self._policy_changes_replayer() if self._policy_changes else None
-                worker_set.recreate_workers(failed, from_worker=local, global_vars=self._global_vars(),
-                                            prepare=prepare)
-            elif not worker_set.remote_workers():
-                raise WorkerFailureError(
-                    f"No healthy remote {name} worker is left (worker(s) {failed} failed); cannot continue. "
-                    "Set 'recreate_failed_workers': True to replace failed workers."
-                )
+        """Drops failed remote workers (training and evaluation); recreates them when the
+        config says so (see `train`)."""
+        recover_workers((("rollout", self.workers), ("evaluation", self.evaluation_workers)), self.config,
+                        from_worker=self.workers.local_worker(), global_vars=self._global_vars())
 
     def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
         new_episodes, perfs = self.workers.collect_metrics(self.config.get("collect_metrics_timeout"))
-        self._episodes_total += len(new_episodes)
-        self._episode_history.extend(new_episodes)
-        result = summarize_episodes(list(self._episode_history), new_episodes=len(new_episodes))
+        result = self._episodes.add(new_episodes)
         now = datetime.now()
         result.update(
-            episodes_total=self._episodes_total,
+            episodes_total=self._episodes.total,
             timesteps_total=self.counters["num_env_steps_sampled"],
             timesteps_this_iter=steps_this_iter,
             agent_timesteps_total=self.counters["num_agent_steps_sampled"],
@@ -402,7 +243,7 @@ class Trainer:
             **dict(self.counters),
         )
         if self.config.get("log_sys_usage"):
-            perf = _sys_usage()
+            perf = sys_usage()
             if perf:
                 result["perf"] = perf
         return result
@@ -415,125 +256,43 @@ class Trainer:
         evaluation workers, which run them in parallel; else the evaluation worker set's
         local worker runs them.
         """
-        self._sync_evaluation_workers()
-        return self._run_evaluation()
+        return self.evaluator.evaluate(self)
 
-    def _sync_evaluation_workers(self) -> None:
-        """The evaluation workers get the current weights (one `ray.put`) and filters."""
-        if self.evaluation_workers is None:
-            self.evaluation_workers = self._make_evaluation_workers()
-        local = self.workers.local_worker()
-        self.evaluation_workers.sync_weights(from_worker=local)
-        self.evaluation_workers.sync_filters(local.get_filters())
-
-    def _run_evaluation(self) -> Dict[str, Any]:
-        if self.config.get("custom_eval_function"):
-            metrics = self.config["custom_eval_function"](self, self.evaluation_workers)
-            if not metrics or not isinstance(metrics, dict):
-                raise ValueError(f"`custom_eval_function` must return a non-empty dict of metrics, got {metrics!r}")
-            return {"evaluation": metrics}
-        num_episodes = int(self.config["evaluation_num_episodes"])
-        remote = self.evaluation_workers.remote_workers()
-        if not remote:
-            eval_worker = self.evaluation_workers.local_worker()
-            episodes = eval_worker.sample_episodes(num_episodes)
-            eval_worker.get_metrics()  # drop: they are `episodes` already
-            return {"evaluation": summarize_episodes(episodes)}
-        # Share the episodes out (the first workers take one more when they do not divide
-        # evenly); each worker runs its share to the end, all in parallel.
-        from rlfleet.utils.ray_utils import import_ray
-
-        ray = import_ray()
-        per_worker = [num_episodes // len(remote) + (i < num_episodes % len(remote)) for i in range(len(remote))]
-        refs = [w.apply.remote(_evaluation_episodes, n) for w, n in zip(remote, per_worker) if n > 0]
-        episodes = [e for eps in ray.get(refs) for e in eps]
-        return {"evaluation": summarize_episodes(episodes)}
-
-    # --- acting ------------------------------------------------------------------
-    def compute_single_action(
-        self,
-        observation,
-        state: Optional[List[Any]] = None,
-        prev_action=None,
-        prev_reward: Optional[float] = None,
-        info: Optional[dict] = None,
-        policy_id: str = DEFAULT_POLICY_ID,
-        full_fetch: bool = False,
-        explore: Optional[bool] = None,
-        unsquash_actions: Optional[bool] = None,
-        clip_actions: Optional[bool] = None,
-    ):
+    # --- acting (see acting.py) ------------------------------------------------------
+    def compute_single_action(self, observation, state: Optional[List[Any]] = None, prev_action=None,
+                              prev_reward: Optional[float] = None, info: Optional[dict] = None,
+                              policy_id: str = DEFAULT_POLICY_ID, full_fetch: bool = False,
+                              explore: Optional[bool] = None, unsquash_actions: Optional[bool] = None,
+                              clip_actions: Optional[bool] = None):
         """The action for one raw env observation (preprocessed and filtered as in sampling).
 
         Returns:
             The action; or `(action, state_out, extra_fetches)` when `state` is given or
             `full_fetch` is True.
         """
-        worker = self.workers.local_worker()
-        if policy_id not in worker.policy_map:
-            raise KeyError(f"No policy {policy_id!r}; known: {sorted(worker.policy_map)}")
-        pp = worker.preprocessors[policy_id]
-        pp.check(observation)
-        filtered = worker.filters[policy_id](pp.transform(observation), update=False)
-        result = self.get_policy(policy_id).compute_single_action(
-            filtered, state or [], prev_action, prev_reward, info,
-            explore=explore, unsquash_actions=unsquash_actions, clip_actions=clip_actions,
-        )
-        return result if (state or full_fetch) else result[0]
+        return acting.compute_single_action(
+            self.workers.local_worker(), observation, state, prev_action, prev_reward, info, policy_id=policy_id,
+            full_fetch=full_fetch, explore=explore, unsquash_actions=unsquash_actions, clip_actions=clip_actions)
 
     def compute_action(self, *args, **kwargs):
         """Deprecated name of `compute_single_action`."""
         logger.warning("compute_action is deprecated; use compute_single_action")
         return self.compute_single_action(*args, **kwargs)
 
-    def compute_actions(
-        self,
-        observations: Dict[Any, Any],
-        state: Optional[Dict[Any, List[Any]]] = None,
-        prev_action=None,
-        prev_reward=None,
-        info=None,
-        policy_id: str = DEFAULT_POLICY_ID,
-        full_fetch: bool = False,
-        explore: Optional[bool] = None,
-        normalize_actions: Optional[bool] = None,
-        clip_actions: Optional[bool] = None,
-    ):
+    def compute_actions(self, observations: Dict[Any, Any], state: Optional[Dict[Any, List[Any]]] = None,
+                        prev_action=None, prev_reward=None, info=None, policy_id: str = DEFAULT_POLICY_ID,
+                        full_fetch: bool = False, explore: Optional[bool] = None,
+                        normalize_actions: Optional[bool] = None, clip_actions: Optional[bool] = None):
         """Actions for a dict `{key: raw observation}` in one batched forward pass.
 
         Returns:
             `{key: action}`; or `(actions, states, extra_fetches)` when `state` is given
             or `full_fetch` is True.
         """
-        from rlfleet.utils.spaces import env_actions
-
-        worker = self.workers.local_worker()
-        policy = self.get_policy(policy_id)
-        pp, filt = worker.preprocessors[policy_id], worker.filters[policy_id]
-        keys = list(observations)
-        obs_batch = np.stack([filt(pp.transform(observations[k]), update=False) for k in keys])
-        state_batches: List[np.ndarray] = []
-        if state is not None:
-            per_key = [state.get(k, policy.get_initial_state()) for k in keys]
-            state_batches = [np.stack(s) for s in zip(*per_key)]
-        if isinstance(prev_action, dict):  # {key: action}, as the observations
-            from rlfleet.utils.spaces import flatten_action
-
-            prev_action = np.stack([flatten_action(prev_action[k], policy.action_space) for k in keys])
-        if isinstance(prev_reward, dict):
-            prev_reward = np.asarray([prev_reward[k] for k in keys], np.float32)
-        actions, states_out, extra = policy.compute_actions(obs_batch, state_batches, prev_action, prev_reward, info,
-                                                            explore=explore)
-        if normalize_actions is None:
-            normalize_actions = self.config["normalize_actions"]
-        if clip_actions is None:
-            clip_actions = self.config["clip_actions"]
-        actions = env_actions(actions, policy.action_space, bool(normalize_actions), bool(clip_actions))
-        out = {k: actions[i] for i, k in enumerate(keys)}
-        if state is not None or full_fetch:
-            states = {k: [s[i] for s in states_out] for i, k in enumerate(keys)}
-            return out, states, extra
-        return out
+        return acting.compute_actions(
+            self.workers.local_worker(), self.config, observations, state, prev_action, prev_reward, info,
+            policy_id=policy_id, full_fetch=full_fetch, explore=explore, normalize_actions=normalize_actions,
+            clip_actions=clip_actions)
 
     # --- policies and weights ------------------------------------------------------
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID):
@@ -546,18 +305,11 @@ class Trainer:
         self.workers.local_worker().set_weights(weights)
         self.workers.sync_weights()
 
-    def add_policy(
-        self,
-        policy_id: str,
-        policy_cls: Optional[type] = None,
-        *,
-        observation_space=None,
-        action_space=None,
-        config: Optional[dict] = None,
-        policy_mapping_fn: Optional[Callable] = None,
-        policies_to_train: Optional[List[str]] = None,
-    ):
-        """Adds a policy to every worker (evaluation workers included) while training goes on.
+    def add_policy(self, policy_id: str, policy_cls: Optional[type] = None, *, observation_space=None,
+                   action_space=None, config: Optional[dict] = None, policy_mapping_fn: Optional[Callable] = None,
+                   policies_to_train: Optional[List[str]] = None):
+        """Adds a policy to every worker (evaluation workers included, and workers made
+        later) while training goes on.
 
         Args:
             policy_id: the new policy's id.
@@ -574,30 +326,17 @@ class Trainer:
         Returns:
             The new policy (the local worker's copy). Remote copies get its weights.
         """
-
-        def add(worker) -> None:
-            worker.add_policy(policy_id, policy_cls, observation_space=observation_space, action_space=action_space,
-                              config=config, policy_mapping_fn=policy_mapping_fn,
-                              policies_to_train=policies_to_train)
-
-        self.workers.foreach_worker(add)
-        if self.evaluation_workers is not None:
-            self.evaluation_workers.foreach_worker(add)
-        self._policy_changes.append(("add", dict(
-            policy_id=policy_id, policy_cls=policy_cls, observation_space=observation_space,
-            action_space=action_space, config=config, policy_mapping_fn=policy_mapping_fn,
-            policies_to_train=policies_to_train)))
+        change = dict(policy_id=policy_id, policy_cls=policy_cls, observation_space=observation_space,
+                      action_space=action_space, config=config, policy_mapping_fn=policy_mapping_fn,
+                      policies_to_train=policies_to_train)
+        self.workers.add_policy(**change)
+        self.evaluator.add_policy(**change)
         if self.workers.remote_workers():  # copies on other workers start from the local weights
             self.workers.sync_weights(policies=[policy_id])
         return self.get_policy(policy_id)
 
-    def remove_policy(
-        self,
-        policy_id: str = DEFAULT_POLICY_ID,
-        *,
-        policy_mapping_fn: Optional[Callable] = None,
-        policies_to_train: Optional[List[str]] = None,
-    ) -> None:
+    def remove_policy(self, policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Optional[Callable] = None,
+                      policies_to_train: Optional[List[str]] = None) -> None:
         """Removes a policy from every worker (evaluation workers included).
 
         Args:
@@ -606,22 +345,59 @@ class Trainer:
                 finish with the removed policy; its samples are dropped).
             policies_to_train: the new list (None: the old one without `policy_id`).
         """
-
-        def remove(worker) -> None:
-            worker.remove_policy(policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
-
-        self.workers.foreach_worker(remove)
-        if self.evaluation_workers is not None:
-            self.evaluation_workers.foreach_worker(remove)
-        self._policy_changes.append(("remove", dict(policy_id=policy_id, policy_mapping_fn=policy_mapping_fn,
-                                                    policies_to_train=policies_to_train)))
+        change = dict(policy_id=policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
+        self.workers.remove_policy(**change)
+        self.evaluator.remove_policy(**change)
 
     def _global_vars(self) -> Dict[str, Any]:
         return {"timestep": self.counters["num_env_steps_sampled"]}
 
-    # --- checkpoints and export (format: checkpoint.py, policy/export.py) ----------
+    # --- state, checkpoints (format: checkpoint.py) and export (policy/export.py) -----
+    def get_state(self) -> Dict[str, Any]:
+        """Everything a resume needs, as nested dicts of NumPy arrays and JSON scalars:
+        `algorithm`, `iteration`, `counters`, `episodes_total`, `time_total_s`, `resume_seed`
+        (envs restart from it after `set_state`) and `worker`: the local worker's state
+        (policies with their optimizers and RNG states, filters, sampler)."""
+        seed = self.config.get("seed")
+        return {
+            "algorithm": self._name,
+            "iteration": int(self.iteration),
+            "counters": {k: int(v) for k, v in self.counters.items()},
+            "episodes_total": int(self._episodes.total),
+            "time_total_s": float(self._time_total),
+            "resume_seed": derive_seed(seed, "resume", self.iteration) if seed is not None else secrets.randbits(63),
+            "worker": self.workers.local_worker().get_state(),
+        }
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        """Applies `get_state()` output on every worker (evaluation workers without the RNG
+        states); episodes in flight restart, seeded from `resume_seed`.
+
+        Raises:
+            ValueError: before anything changes, when the state is of another algorithm or
+                holds a policy this trainer lacks or weights that do not fit.
+        """
+        self._check_state_fits(state)
+        seed = state.get("resume_seed")
+        worker_state = dict(state["worker"], restart_episodes=seed if isinstance(seed, int) else None)
+        # Remote workers get the same state: each derives its own RNG streams and env seeds
+        # from it and its worker index.
+        self.workers.foreach_worker(lambda w: w.set_state(worker_state))
+        self.evaluator.set_worker_state(worker_state)
+        self.iteration = int(state["iteration"])
+        self.counters.update({k: int(v) for k, v in (state.get("counters") or {}).items()})
+        self._episodes.reset(total=int(state.get("episodes_total", 0)))
+        self._time_total = float(state.get("time_total_s", 0.0))
+
+    def _check_state_fits(self, state: Dict[str, Any]) -> None:
+        algo = state.get("algorithm")
+        if algo != self._name:
+            raise ValueError(f"it was written by a {algo} trainer and cannot be restored into a {self._name} "
+                             f"trainer; use Trainer.from_checkpoint(path) to rebuild a {algo} trainer")
+        self.workers.local_worker().check_state_fits(state["worker"])
+
     def save(self, checkpoint_dir: Optional[str] = None, *, keep_checkpoints_num: Optional[int] = None) -> str:
-        """Writes a checkpoint folder `<checkpoint_dir or logdir>/checkpoint_<iteration>/`
+        """Writes `get_state()` as a checkpoint folder `<checkpoint_dir or logdir>/checkpoint_<iteration>/`
         atomically (JSON + safetensors; loading it never runs code).
 
         Args:
@@ -637,7 +413,7 @@ class Trainer:
 
     def restore(self, checkpoint_path: str) -> None:
         """Restores weights, optimizer, filters, RNG states, counters and the iteration from a
-        checkpoint of the same algorithm, on every worker; episodes in flight restart.
+        checkpoint of the same algorithm, on every worker (`set_state`); episodes in flight restart.
 
         Raises:
             CheckpointError: a missing, corrupted, newer-format or non-fitting checkpoint.
@@ -661,7 +437,9 @@ class Trainer:
         """
         from rlfleet.checkpoint import trainer_from_checkpoint
 
-        return trainer_from_checkpoint(cls, checkpoint_path, config_overrides, logdir=logdir,
+        # On the base class the checkpoint names the algorithm; on a subclass it must match.
+        algorithm = None if cls._name == Trainer._name else cls._name
+        return trainer_from_checkpoint(cls, algorithm, checkpoint_path, config_overrides, logdir=logdir,
                                        logger_creator=logger_creator)
 
     def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID,
@@ -688,32 +466,19 @@ class Trainer:
         """Exports the default policy in each of `export_formats` ("model": TorchScript,
         "onnx": ONNX with opset `$ONNX_OPSET` (default 11), "checkpoint": weights) into
         `export_dir/<format>/`; returns `{format: path}`."""
-        formats = [export_formats] if isinstance(export_formats, str) else list(export_formats)
-        valid = ("checkpoint", "model", "onnx")
-        bad = [f for f in formats if f not in valid]
-        if bad:
-            hint = " (Keras h5 is not supported: use 'checkpoint' and import_model)" if "h5" in bad else ""
-            raise ValueError(f"export_model: unknown export format(s) {bad}; valid: {list(valid)}{hint}")
-        out: Dict[str, str] = {}
-        for fmt in formats:
-            target = os.path.join(export_dir, fmt)
-            if fmt == "checkpoint":
-                out[fmt] = self.export_policy_checkpoint(target)
-            elif fmt == "model":
-                out[fmt] = self.export_policy_model(target)
-            else:
-                out[fmt] = self.export_policy_model(target, onnx=int(os.environ.get("ONNX_OPSET", "11")))
-        return out
+        return export_policy_formats(self.get_policy(), export_formats, export_dir)
 
     # --- lifecycle ---------------------------------------------------------------
     def stop(self) -> None:
         """Closes envs, workers and log files."""
         self.workers.stop()
-        if self.evaluation_workers is not None:
-            self.evaluation_workers.stop()
+        self.evaluator.stop()
         if self._result_logger is not None:
             self._result_logger.close()
             self._result_logger = None
 
     def __repr__(self) -> str:
         return self._name
+
+
+__all__ = ["Trainer", "WorkerFailureError", "ResourceRequest", "MAX_WORKER_FAILURE_RETRIES"]

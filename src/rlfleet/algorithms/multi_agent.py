@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Iterator, List, Tuple
 
-from rlfleet.algorithms.sampling import synchronous_parallel_sample
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 
@@ -22,12 +21,12 @@ def sample_train_batch(trainer) -> MultiAgentBatch:
         parts: List[MultiAgentBatch] = []
         steps = 0
         while steps < target:
-            part = synchronous_parallel_sample(trainer.workers, 1).as_multi_agent()  # one round
+            part = trainer.workers.sample(1).as_multi_agent()  # one round
             steps += part.agent_steps()
             parts.append(part)
         batch = MultiAgentBatch.concat_samples(parts)
     else:
-        batch = synchronous_parallel_sample(trainer.workers, target).as_multi_agent()
+        batch = trainer.workers.sample(target).as_multi_agent()
     trainer.counters["num_env_steps_sampled"] += batch.env_steps()
     trainer.counters["num_agent_steps_sampled"] += batch.agent_steps()
     return batch

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from rlfleet.env.env_context import EnvContext
+from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.env.vector_env import VectorEnv, VectorStep
 from rlfleet.utils.ray_utils import init_ray
 
@@ -60,7 +61,7 @@ class RemoteVectorEnv:
     Args:
         env_creator: `EnvContext -> env`, called inside each actor.
         contexts: one EnvContext per sub-env (its `vector_index` set, `remote=True`).
-        horizon, soft_horizon, no_done_at_end, seeds: as for `VectorEnv`.
+        rules, seeds: as for `VectorEnv`.
         batch_wait_ms: `remote_env_batch_wait_ms`; kept for reference, no effect (see the
             module docstring).
     """
@@ -70,9 +71,7 @@ class RemoteVectorEnv:
         env_creator: Callable[[EnvContext], Any],
         contexts: Sequence[EnvContext],
         *,
-        horizon: Optional[int] = None,
-        soft_horizon: bool = False,
-        no_done_at_end: bool = False,
+        rules: EpisodeRules = EpisodeRules(),
         seeds: Optional[Sequence[Optional[int]]] = None,
         batch_wait_ms: float = 0,
     ):
@@ -85,8 +84,7 @@ class RemoteVectorEnv:
         # num_cpus=0 as in the reference: an env actor mostly waits for its worker.
         actor_cls = ray.remote(num_cpus=0)(_EnvActor)
         self.actors = [
-            actor_cls.remote(env_creator, ctx, dict(horizon=horizon, soft_horizon=soft_horizon,
-                                                    no_done_at_end=no_done_at_end, seeds=[seeds[i]]))
+            actor_cls.remote(env_creator, ctx, dict(rules=rules, seeds=[seeds[i]]))
             for i, ctx in enumerate(contexts)
         ]
         self.observation_space, self.action_space, self.is_atari = ray.get(self.actors[0].spaces.remote())

@@ -4,13 +4,8 @@ Each sub-env resets on its own when its episode ends. `step` hands back the epis
 *final* observation in place (so the caller can bootstrap from it) and the first
 observation of the next episode separately.
 
-How an episode end maps onto learning (Gymnasium's terminated/truncated):
-- the env's `terminated`          -> terminal: no bootstrap
-- the env's `truncated` or `horizon` hit -> truncated: bootstrap from V(final obs)
-- `soft_horizon`: at the horizon the episode ends for metrics and learning, but the env
-  is not reset; the horizon counts as terminal (the reference's "pretend done") unless
-  `no_done_at_end`.
-- `no_done_at_end`: no episode end is terminal; every one bootstraps.
+How an episode end maps onto learning (terminal or bootstrapped, env reset or not) is
+decided by `rlfleet.env.episode_rules.EpisodeRules`, the one place for those rules.
 """
 from __future__ import annotations
 
@@ -19,6 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
+
+from rlfleet.env.episode_rules import EpisodeRules
 
 
 @dataclass
@@ -38,9 +35,7 @@ class VectorEnv:
 
     Args:
         envs: the sub-envs (Gymnasium API).
-        horizon: end episodes after this many steps (None: only the env decides).
-        soft_horizon: at the horizon, end the episode without resetting the env.
-        no_done_at_end: never mark an episode end as terminal.
+        rules: horizon, soft horizon and no_done_at_end (default: only the env decides).
         seeds: one seed per sub-env for its first reset (None: unseeded).
     """
 
@@ -48,9 +43,7 @@ class VectorEnv:
         self,
         envs: Sequence[gym.Env],
         *,
-        horizon: Optional[int] = None,
-        soft_horizon: bool = False,
-        no_done_at_end: bool = False,
+        rules: EpisodeRules = EpisodeRules(),
         seeds: Optional[Sequence[Optional[int]]] = None,
     ):
         if not envs:
@@ -59,11 +52,9 @@ class VectorEnv:
         self.num_envs = len(self.envs)
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
-        self.horizon = horizon
-        self.soft_horizon = soft_horizon
-        self.no_done_at_end = no_done_at_end
+        self.rules = rules
         self._seeds = list(seeds) if seeds is not None else [None] * self.num_envs
-        self._steps = np.zeros(self.num_envs, dtype=np.int64)
+        self._steps = [0] * self.num_envs  # env steps of each sub-env's running episode
         for env, seed in zip(self.envs, self._seeds):
             if seed is not None:
                 env.action_space.seed(seed)
@@ -84,7 +75,7 @@ class VectorEnv:
             o, _ = env.reset(seed=self._seeds[i])
             self._seeds[i] = None  # later resets continue the env's own RNG stream
             obs.append(o)
-        self._steps[:] = 0
+        self._steps = [0] * self.num_envs
         return obs
 
     def step(self, actions) -> VectorStep:
@@ -96,27 +87,20 @@ class VectorEnv:
         terminateds = np.zeros(n, dtype=bool)
         ends = np.zeros(n, dtype=bool)
         reset_obs: Dict[int, Any] = {}
-        self._steps += 1
-        horizon = self.horizon
+        rules, steps = self.rules, self._steps
         for i, env in enumerate(self.envs):
             o, r, term, trunc, info = env.step(actions[i])
             obs[i] = o
             rewards[i] = r
             infos[i] = info
-            at_horizon = horizon is not None and self._steps[i] >= horizon
-            if term or trunc:
+            steps[i] += 1
+            end = rules.end(term, trunc, steps[i])
+            if end.over:
                 ends[i] = True
-                terminateds[i] = bool(term) and not self.no_done_at_end
-                reset_obs[i], _ = env.reset()
-                self._steps[i] = 0
-            elif at_horizon:
-                ends[i] = True
-                self._steps[i] = 0
-                if self.soft_horizon:
-                    terminateds[i] = not self.no_done_at_end
-                    reset_obs[i] = o  # the env goes on: the next episode starts here
-                else:
-                    reset_obs[i], _ = env.reset()
+                terminateds[i] = end.terminal
+                steps[i] = 0
+                # Soft horizon: the env goes on, the next episode starts here.
+                reset_obs[i] = env.reset()[0] if end.reset else o
         return VectorStep(obs, rewards, terminateds, ends, reset_obs, infos)
 
     def render(self, index: int = 0):

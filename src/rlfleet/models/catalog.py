@@ -1,7 +1,7 @@
 """ModelCatalog: picks the model and action distribution for a space and a `model` config."""
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Tuple, Type
+from typing import Callable, Dict, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np

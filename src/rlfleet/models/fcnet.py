@@ -44,6 +44,19 @@ def mlp(in_size: int, hiddens: List[int], activation) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def dense_net(in_size: int, hiddens: List[int], activation: str, out_size: int) -> nn.Sequential:
+    """An MLP with `hiddens` (and `activation`) and a linear output layer."""
+    layers: List[nn.Module] = []
+    act = activation_class(activation)
+    for size in hiddens:
+        layers.append(nn.Linear(in_size, size))
+        if act is not None:
+            layers.append(act())
+        in_size = size
+    layers.append(nn.Linear(in_size, out_size))
+    return nn.Sequential(*layers)
+
+
 class FullyConnectedNetwork(TorchModel):
     """An MLP trunk with a logits head and a value head (shared or separate trunk)."""
 

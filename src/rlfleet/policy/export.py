@@ -158,6 +158,33 @@ def export_policy_weights(policy, export_dir: str, filename_prefix: str = "model
     return path
 
 
+EXPORT_FORMATS = ("checkpoint", "model", "onnx")
+
+
+def export_policy_formats(policy, formats, export_dir: str) -> Dict[str, str]:
+    """`policy` exported in each of `formats` ("model": TorchScript, "onnx": ONNX with opset
+    `$ONNX_OPSET` (default 11), "checkpoint": weights) into `export_dir/<format>/`.
+
+    Returns:
+        `{format: path}`.
+    """
+    formats = [formats] if isinstance(formats, str) else list(formats)
+    bad = [f for f in formats if f not in EXPORT_FORMATS]
+    if bad:
+        hint = " (Keras h5 is not supported: use 'checkpoint' and import_model)" if "h5" in bad else ""
+        raise ValueError(f"export_model: unknown export format(s) {bad}; valid: {list(EXPORT_FORMATS)}{hint}")
+    out: Dict[str, str] = {}
+    for fmt in formats:
+        target = os.path.join(export_dir, fmt)
+        if fmt == "checkpoint":
+            out[fmt] = policy.export_checkpoint(target)
+        elif fmt == "model":
+            out[fmt] = policy.export_model(target)
+        else:
+            out[fmt] = policy.export_model(target, int(os.environ.get("ONNX_OPSET", "11")))
+    return out
+
+
 def read_policy_weights(path: str) -> Dict[str, np.ndarray]:
     """The weights exported by `export_policy_weights`: `path` is the export folder (with
     `model.json`), the `.json` file, or the `.safetensors` file (checked against the JSON

@@ -91,29 +91,13 @@ def _decode(tree: Any, arrays: Dict[str, np.ndarray]) -> Any:
 
 
 def policy_full_state(policy) -> Dict[str, Any]:
-    """`policy.get_state()` plus what a rebuilt copy needs to continue exactly: the
-    optimizer's state and the policy's random generators (when it has them)."""
-    state = {"policy": policy.get_state()}
-    optimizer = getattr(policy, "optimizer", None)
-    if optimizer is not None and hasattr(optimizer, "state_dict"):
-        state["optimizer"] = optimizer.state_dict()
-    generator = getattr(policy, "generator", None)
-    if generator is not None and hasattr(generator, "get_state"):
-        state["torch_generator"] = generator.get_state()
-    np_random = getattr(policy, "np_random", None)
-    if isinstance(np_random, np.random.Generator):
-        state["np_random"] = np_random.bit_generator.state
-    return state
+    """What a rebuilt copy needs to continue exactly: `policy.get_state()` (weights,
+    counters, every optimizer and the random generators of a TorchPolicy)."""
+    return {"policy": policy.get_state()}
 
 
 def set_policy_full_state(policy, state: Dict[str, Any]) -> None:
     policy.set_state(state["policy"])
-    if "optimizer" in state:
-        policy.optimizer.load_state_dict(state["optimizer"])
-    if "torch_generator" in state:
-        policy.generator.set_state(state["torch_generator"])
-    if "np_random" in state:
-        policy.np_random.bit_generator.state = state["np_random"]
 
 
 class PolicyMap(MutableMapping):

@@ -9,7 +9,8 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from rlfleet.config import DEFAULT_POLICY_ID  # noqa: E402  (one definition)
+# The id of the policy a single-agent setup trains (and the key of its batch in a MultiAgentBatch).
+DEFAULT_POLICY_ID = "default_policy"
 
 
 class SampleBatch(dict):

@@ -1,13 +1,21 @@
-"""TorchPolicy: a Policy whose model, loss and optimizer are PyTorch.
+"""TorchPolicy: a Policy whose model, loss and optimizers are PyTorch.
 
 An algorithm subclasses it and implements `loss(model, dist_class, train_batch)`; acting,
 batching to tensors, minibatch SGD and weight handling live here once.
+
+Several optimizers: `make_optimizers()` returns `{name: optimizer}` and `loss` returns
+`({name: loss}, stats)` with the same names (a single optimizer may take a plain loss
+tensor). Each update zeroes, backpropagates, clips (`grad_clip`) and steps every optimizer
+`optimizers_to_step()` names, each on its own loss's gradient only; `get_state` /
+`set_state` save and restore every optimizer by name. The optimizer named `"default"` is
+the one the `lr` / `lr_schedule` keys drive.
 """
 from __future__ import annotations
 
 import hashlib
+import inspect
 import secrets
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -20,6 +28,11 @@ from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
 from rlfleet.utils.compression import decompress_columns
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.utils.schedules import make_schedule
+from rlfleet.utils.seeding import derive_seed
+
+
+# The optimizer `make_optimizers` builds by default, at `lr` (the one `lr_schedule` drives).
+DEFAULT_OPTIMIZER = "default"
 
 
 def _obs_array(obs) -> np.ndarray:
@@ -55,12 +68,6 @@ def masked_mean(batch: Dict[str, torch.Tensor]):
     return mean
 
 
-def derive_seed(*parts) -> int:
-    """A stable 63-bit seed from `parts` (e.g. config seed, worker index, policy id)."""
-    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-
 class TorchPolicy(Policy):
     """Policy with a torch model from the ModelCatalog and an Adam optimizer.
 
@@ -93,7 +100,9 @@ class TorchPolicy(Policy):
         self.exploration = make_exploration(config, action_space, generator=self.generator, np_random=self.np_random)
         self.lr_schedule = make_schedule(config["lr"], config.get("lr_schedule"), "lr_schedule")
         self.cur_lr = self.lr_schedule(0)
-        self.optimizer = self.make_optimizer()
+        self.optimizers: Dict[str, torch.optim.Optimizer] = self.make_optimizers()
+        # Gradient updates so far (one per `_step`): what `optimizers_to_step` may count with.
+        self.num_grad_updates = 0
         callbacks_factory = config.get("callbacks")
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
@@ -111,9 +120,37 @@ class TorchPolicy(Policy):
                                        name=f"{self.policy_id}_model")
         return dist_class, model
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        extra = dict(self.config.get("optimizer") or {})
-        return torch.optim.Adam(self.model.parameters(), lr=self.cur_lr, **extra)
+    # --- optimizers ------------------------------------------------------------------
+    def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        """`{name: optimizer}`; `loss` returns a loss per name. Default: one Adam over the
+        model's parameters, named `"default"`, at `lr` (what `lr_schedule` then drives).
+        Algorithms with several networks (actor, critic, ...) override this, building each
+        optimizer with `make_adam` so that the `optimizer` config key reaches it."""
+        return {DEFAULT_OPTIMIZER: self.make_adam(self.model.parameters(), lr=self.cur_lr)}
+
+    def make_adam(self, params, lr: float, **algorithm_defaults: Any) -> torch.optim.Adam:
+        """Adam over `params` at `lr` with the algorithm's own defaults (e.g. `eps=1e-7`),
+        which the user's `optimizer` config entries override.
+
+        Raises:
+            ValueError: naming the `optimizer` key when an entry is not an Adam argument or
+                has a value Adam rejects.
+        """
+        return build_adam(params, lr, algorithm_defaults, self.config.get("optimizer") or {})
+
+    def optimizers_to_step(self) -> List[str]:
+        """The optimizers the next update steps (default: all of them); e.g. TD3 steps its
+        actor only every `policy_delay` updates. Reads `self.num_grad_updates`."""
+        return list(self.optimizers)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The policy's only optimizer (`policy.optimizers[name]` when it has several)."""
+        if len(self.optimizers) != 1:
+            # AttributeError: `getattr(policy, "optimizer", None)` then reads as "none".
+            raise AttributeError(f"{type(self).__name__} has several optimizers {sorted(self.optimizers)}; "
+                                 "use policy.optimizers[name]")
+        return next(iter(self.optimizers.values()))
 
     # --- acting ------------------------------------------------------------------
     def compute_actions(
@@ -235,8 +272,11 @@ class TorchPolicy(Policy):
         return action_layout(self.action_space)[0]
 
     # --- learning ----------------------------------------------------------------
-    def loss(self, model, dist_class, train_batch: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        """The algorithm's loss on a dict of tensors; returns `(loss, stats)`."""
+    def loss(self, model, dist_class, train_batch: Dict[str, torch.Tensor]
+             ) -> Tuple[Union[torch.Tensor, Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]:
+        """The algorithm's loss on a dict of tensors; returns `(loss, stats)`, where `loss`
+        is `{optimizer name: loss}` (or one tensor when the policy has one optimizer).
+        A per-sample `stats["td_error"]` comes back as `learn_on_batch(...)["td_error"]`."""
         raise NotImplementedError  # abstract
 
     def to_tensors(self, batch: SampleBatch) -> Dict[str, torch.Tensor]:
@@ -261,26 +301,73 @@ class TorchPolicy(Policy):
         return {c: torch.as_tensor(batch[c]).to(self.device) for c in columns}
 
     def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """One gradient update: every optimizer `optimizers_to_step()` names steps on its own
+        loss's gradient (clipped to `grad_clip`). Returns the detached stats."""
         if self.is_recurrent():
             tensors = {k: v.reshape(-1, *v.shape[2:]) if k in self._seq_row_columns else v for k, v in tensors.items()}
-        loss, stats = self.loss(self.model, self.dist_class, tensors)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        losses, stats = self.loss(self.model, self.dist_class, tensors)
+        names = self.optimizers_to_step()
+        losses = self._losses_by_optimizer(losses, names)
+        for name in names:
+            self.optimizers[name].zero_grad(set_to_none=True)
+        self._backward(losses, names)
         grad_clip = self.config.get("grad_clip")
-        if grad_clip is not None:
-            stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(self.model.parameters(), grad_clip)
-        self.optimizer.step()
+        for name in names:
+            optimizer = self.optimizers[name]
+            if grad_clip is not None:
+                stats[_gnorm_stat(name)] = torch.nn.utils.clip_grad_norm_(_params(optimizer), grad_clip)
+            optimizer.step()
+        self.num_grad_updates += 1
         return {k: v.detach() if torch.is_tensor(v) else torch.as_tensor(v) for k, v in stats.items()}
 
+    def _losses_by_optimizer(self, losses, names: List[str]) -> Dict[str, torch.Tensor]:
+        if not isinstance(losses, dict):
+            if len(self.optimizers) != 1:
+                raise ValueError(f"{type(self).__name__}.loss returned one loss tensor, but the policy has several "
+                                 f"optimizers {sorted(self.optimizers)}: return {{name: loss}} for them")
+            return {next(iter(self.optimizers)): losses}
+        missing = [name for name in names if name not in losses]
+        if missing:
+            raise ValueError(f"{type(self).__name__}.loss returned losses {sorted(losses)}, but the optimizers "
+                             f"{missing} are to step: return a loss for every name of make_optimizers()")
+        return losses
+
+    def _backward(self, losses: Dict[str, torch.Tensor], names: List[str]) -> None:
+        """Gradients of each loss into its own optimizer's parameters only (`inputs=`), so
+        losses that share a forward pass (an actor loss through the critic) never leak
+        gradient into another optimizer's parameters."""
+        if len(names) == 1:
+            losses[names[0]].backward()
+            return
+        for i, name in enumerate(names):
+            params = [p for p in _params(self.optimizers[name]) if p.requires_grad]
+            if params:
+                torch.autograd.backward(losses[name], inputs=params, retain_graph=i < len(names) - 1)
+
     def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
-        """One gradient step on the whole of `samples`."""
+        """One gradient update on the whole of `samples`.
+
+        Returns:
+            `{"learner_stats": {...}}`, plus `"td_error"` (per sample, NumPy) when the loss
+            reports one (off-policy trainers update replay priorities with it).
+        """
         result: Dict[str, Any] = {}
         if self._learn_hook:
             self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
         stats = self._step(self.to_tensors(samples))
-        result["learner_stats"] = {k: float(v) for k, v in stats.items()}
-        result["learner_stats"]["cur_lr"] = self.cur_lr
+        if "td_error" in stats:
+            result["td_error"] = stats.pop("td_error").numpy()
+        result["learner_stats"] = self._learner_stats({k: float(v) for k, v in stats.items()})
         return result
+
+    def _learner_stats(self, stats: Dict[str, float]) -> Dict[str, float]:
+        """Adds the scheduled learning rate (when `lr` drives an optimizer) and the
+        exploration's schedule values (epsilon, noise scale) to the loss's stats."""
+        if DEFAULT_OPTIMIZER in self.optimizers:
+            stats["cur_lr"] = self.cur_lr
+        if hasattr(self.exploration, "get_info"):
+            stats.update(self.exploration.get_info())
+        return stats
 
     def multi_epoch_sgd(
         self, samples: SampleBatch, num_sgd_iter: int, minibatch_size: int, shuffle: bool = True
@@ -309,10 +396,12 @@ class TorchPolicy(Policy):
                 idx = order[start:start + minibatch_size]
                 if len(idx) < minibatch_size // 2 and start > 0:
                     continue
-                last_pass.append(self._step({k: v[idx] for k, v in tensors.items()}))
+                step_stats = self._step({k: v[idx] for k, v in tensors.items()})
+                # Per-sample TD errors of one minibatch mean nothing averaged over a pass.
+                step_stats.pop("td_error", None)
+                last_pass.append(step_stats)
         stats = {k: float(torch.stack([s[k] for s in last_pass]).float().mean()) for k in last_pass[0]}
-        stats["cur_lr"] = self.cur_lr
-        result["learner_stats"] = stats
+        result["learner_stats"] = self._learner_stats(stats)
         return result
 
     def on_global_var_update(self, global_vars: Dict[str, Any]) -> None:
@@ -320,7 +409,8 @@ class TorchPolicy(Policy):
         lr = self.lr_schedule(self.global_timestep)
         if lr != self.cur_lr:
             self.cur_lr = lr
-            for group in self.optimizer.param_groups:
+            scheduled = self.optimizers.get(DEFAULT_OPTIMIZER)
+            for group in scheduled.param_groups if scheduled is not None else []:
                 group["lr"] = lr
 
     # --- state -------------------------------------------------------------------
@@ -342,11 +432,13 @@ class TorchPolicy(Policy):
         self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
 
     def get_state(self) -> Dict[str, Any]:
-        """Weights, counters, exploration, optimizer and RNG state: NumPy arrays and JSON-able
-        scalars only (checkpoint.py splits them into safetensors and JSON)."""
+        """Weights, counters, exploration, every optimizer (`{"optimizers": {name: ...}}`)
+        and RNG state: NumPy arrays and JSON-able scalars only (checkpoint.py splits them
+        into safetensors and JSON)."""
         state = super().get_state()
+        state["num_grad_updates"] = int(self.num_grad_updates)
         state["exploration"] = self.exploration.get_state()
-        state["optimizer"] = optimizer_state(self.optimizer)
+        state["optimizers"] = {name: optimizer_state(opt) for name, opt in self.optimizers.items()}
         state["rng"] = {
             "worker_index": int(self.config.get("worker_index", 0)),
             "torch": self.generator.get_state().numpy().copy(),
@@ -356,10 +448,12 @@ class TorchPolicy(Policy):
 
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
+        # `num_critic_updates`: DDPG/TD3's name for the count in states saved before it moved here.
+        self.num_grad_updates = int(state.get("num_grad_updates", state.get("num_critic_updates", 0)))
         if "exploration" in state:
             self.exploration.set_state(state["exploration"])
-        if "optimizer" in state:
-            load_optimizer_state(self.optimizer, state["optimizer"])
+        for name, saved in self._saved_optimizer_states(state).items():
+            load_optimizer_state(self.optimizers[name], saved)
         if "rng" in state:
             self._set_rng_state(state["rng"])
         self.on_global_var_update({"timestep": self.global_timestep})
@@ -388,6 +482,23 @@ class TorchPolicy(Policy):
             f"import_model_from_h5({import_file!r}): rlfleet has no Keras, so .h5 files cannot be imported; "
             "export weights with export_checkpoint(dir) and load them with import_model(path)")
 
+    def _saved_optimizer_states(self, state: Dict[str, Any]) -> Dict[str, Any]:
+        """`{name: saved optimizer state}` from `state`; states saved before policies had
+        several optimizers (checkpoints of format 1 written then) kept the first one under
+        `"optimizer"` and the others under `"<name>_optimizer"`."""
+        if "optimizers" in state:
+            saved = dict(state["optimizers"])
+        else:
+            saved = {name: state[f"{name}_optimizer"] for name in self.optimizers if f"{name}_optimizer" in state}
+            if "optimizer" in state:
+                saved[next(iter(self.optimizers))] = state["optimizer"]
+        unknown = sorted(set(saved) - set(self.optimizers))
+        if unknown:
+            raise ValueError(f"the saved policy state has optimizers {unknown} that {type(self).__name__} does not "
+                             f"have (its optimizers: {sorted(self.optimizers)}); restore it into the policy class "
+                             "that saved it")
+        return saved
+
     def _set_rng_state(self, rng: Dict[str, Any]) -> None:
         torch_state = torch.as_tensor(np.asarray(rng["torch"], dtype=np.uint8))
         if int(rng.get("worker_index", 0)) == int(self.config.get("worker_index", 0)):
@@ -401,6 +512,36 @@ class TorchPolicy(Policy):
         self.generator.manual_seed(seed)
         # Set the state in place: exploration holds the same Generator object.
         self.np_random.bit_generator.state = np.random.default_rng(seed).bit_generator.state
+
+
+def _params(optimizer: torch.optim.Optimizer) -> List[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def _gnorm_stat(name: str) -> str:
+    # "grad_gnorm" for the single default optimizer, as RLlib reports it.
+    return "grad_gnorm" if name == DEFAULT_OPTIMIZER else f"{name}_gnorm"
+
+
+def build_adam(params, lr: float, algorithm_defaults: Dict[str, Any], user_options: Dict[str, Any]
+              ) -> torch.optim.Adam:
+    """`torch.optim.Adam(params, lr=lr, **algorithm_defaults, **user_options)`, the user's
+    options (the `optimizer` config key) checked first.
+
+    Raises:
+        ValueError: naming the `optimizer` key for an entry Adam does not take (or `lr`,
+            which has its own keys), or a value Adam rejects.
+    """
+    allowed = sorted(set(inspect.signature(torch.optim.Adam).parameters) - {"self", "params", "lr"})
+    unknown = sorted(set(user_options) - set(allowed))
+    if unknown:
+        hint = " (set learning rates with `lr` or the algorithm's learning-rate keys)" if "lr" in unknown else ""
+        raise ValueError(f"'optimizer': {user_options!r} has entries {unknown} that torch.optim.Adam does not take"
+                         f"{hint}; use only {allowed}")
+    try:
+        return torch.optim.Adam(params, lr=lr, **{**algorithm_defaults, **user_options})
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"'optimizer': {user_options!r} is not valid for torch.optim.Adam: {err}") from err
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> Dict[str, Any]:

@@ -38,6 +38,7 @@ class AsyncSampling:
         self._go = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._handed_over = False  # the caller took `lock` for the thread's next batch
 
     def next(self) -> Any:
         """The batch sampled since the last call (the first call waits for the first batch)."""
@@ -45,27 +46,39 @@ class AsyncSampling:
             self._sync_fn()
             self._thread = threading.Thread(target=self._run, name="rlfleet-sample-async", daemon=True)
             self._thread.start()
-            self._go.set()
+            self._hand_over()
         item = self._ready.get()
         # The thread is idle now (it waits for `_go`): safe to update its policy copy.
         if not isinstance(item, BaseException):
             self._sync_fn()
-            self._go.set()
+            self._hand_over()
             return item
         raise RuntimeError("The sample_async background thread failed") from item
+
+    def _hand_over(self) -> None:
+        # The lock is taken here and released by the thread once its batch is done: whatever
+        # the caller does next (read filters or metrics) waits for that batch. Had the thread
+        # taken it itself, such a call could slip in before the batch under load, and a
+        # seeded run would no longer repeat exactly.
+        self.lock.acquire()
+        self._handed_over = True
+        self._go.set()
 
     def _run(self) -> None:
         while True:
             self._go.wait()
             self._go.clear()
-            if self._stopped.is_set():
-                return
             try:
-                with self.lock:
-                    batch = self._sample_fn()
+                if self._stopped.is_set():
+                    return
+                batch = self._sample_fn()
             except BaseException as e:  # handed to the caller, which raises it
                 self._ready.put(e)
                 return
+            finally:
+                if self._handed_over:
+                    self._handed_over = False
+                    self.lock.release()
             self._ready.put(batch)
 
     def stop(self) -> None:

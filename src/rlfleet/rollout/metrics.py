@@ -1,12 +1,12 @@
 """Turns finished-episode records into the result dict's episode statistics."""
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
-from rlfleet.config import DEFAULT_POLICY_ID
+from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.rollout.episode import RolloutMetrics
 
 
@@ -62,6 +62,31 @@ def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | N
         "hist_stats": hist,
         "episode_media": dict(media),
     }
+
+
+class EpisodeWindow:
+    """The finished episodes a result's episode statistics are taken over.
+
+    Args:
+        size: `metrics_smoothing_episodes`: the window holds the last `size` episodes.
+
+    Attributes:
+        total: episodes added since the start (or `reset(total)`).
+    """
+
+    def __init__(self, size: int):
+        self._episodes: deque = deque(maxlen=int(size))
+        self.total = 0
+
+    def add(self, new_episodes: Sequence[RolloutMetrics]) -> Dict:
+        """Adds this iteration's finished episodes; returns `summarize_episodes` of the window."""
+        self.total += len(new_episodes)
+        self._episodes.extend(new_episodes)
+        return summarize_episodes(list(self._episodes), new_episodes=len(new_episodes))
+
+    def reset(self, total: int = 0) -> None:
+        self._episodes.clear()
+        self.total = int(total)
 
 
 def summarize_perf(perf: Dict[str, float]) -> Dict[str, float]:

@@ -5,7 +5,7 @@ It also keeps, per agent, the transitions collected since the last batch was bui
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from rlfleet.rollout.episode import RolloutMetrics
 

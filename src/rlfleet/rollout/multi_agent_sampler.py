@@ -29,8 +29,8 @@ from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
-from rlfleet.rollout.multi_agent_worker import call_mapping_fn
-from rlfleet.rollout.sampler import make_reward_clipper
+from rlfleet.rollout.policy_mapping import call_mapping_fn
+from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import env_actions
 
@@ -42,41 +42,29 @@ class MultiAgentSampler:
 
     Args:
         worker: the owning RolloutWorker; its `policy_map`, `preprocessors`, `filters` and
-            `policy_mapping_fn` are read at every use, so policies added or removed at run
-            time take effect at once (the mapping: from the next episode on).
+            `policy_mapping_fn` are read at every use, so policies added at run time take
+            effect at once (the mapping: from the next episode on); see `on_policy_removed`
+            for removals.
         vector_env: the sub-envs.
         callbacks: the DefaultCallbacks instance.
-        config: the worker's config.
-        episode_id_base: added to episode counters so ids are unique across workers.
+        settings: the per-run settings (see `SamplerSettings`).
     """
 
-    def __init__(self, *, worker, vector_env: MultiAgentVectorEnv, callbacks, config: dict,
-                 episode_id_base: int = 0, is_atari: bool = False):
+    def __init__(self, *, worker, vector_env: MultiAgentVectorEnv, callbacks, settings: SamplerSettings):
         self.worker = worker
         self.env = vector_env
         self.callbacks = callbacks
+        self.settings = settings
         self.num_envs = vector_env.num_envs
-        self.fragment_length = int(config["rollout_fragment_length"])
-        self.complete_episodes = config["batch_mode"] == "complete_episodes"
-        ma = config.get("multiagent") or {}
-        self.count_agent_steps = ma.get("count_steps_by", "env_steps") == "agent_steps"
-        self.observation_fn = ma.get("observation_fn")
-        self.horizon = config.get("horizon")
-        self.soft_horizon = bool(config.get("soft_horizon"))
-        self.no_done_at_end = bool(config.get("no_done_at_end"))
-        self._compress = bool(config.get("compress_observations", False))
-        self.reward_clipper = make_reward_clipper(config.get("clip_rewards"), is_atari)
         self._hooks = {
             name: callbacks.overrides(name)
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
-        self._eps_base = int(episode_id_base)
+        self._eps_base = settings.episode_id_base
         self._eps_counter = 0
         self._episodes: List[Optional[MultiAgentEpisode]] = [None] * self.num_envs
         self._finished: List[MultiAgentEpisode] = []  # ended, rows not yet batched
         self._checked: set = set()  # policies whose first observation passed the space check
-        # Policies removed while episodes still used them: kept for those episodes only.
-        self._retired: Dict[str, Tuple[Any, Any, Any]] = {}
         self.steps_since_sync = 0
         self.metrics: List[RolloutMetrics] = []
         self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
@@ -84,18 +72,18 @@ class MultiAgentSampler:
     # --- public ------------------------------------------------------------------
     def sample(self) -> MultiAgentBatch:
         """One MultiAgentBatch (see the module docstring for its size)."""
-        target = self.fragment_length * self.num_envs
+        target = self.settings.fragment_length * self.num_envs
         env_steps = 0
         while True:
             env_steps += self._step()
-            if self.complete_episodes:
-                done = sum(e.num_rows if self.count_agent_steps else e.length for e in self._finished)
+            if self.settings.complete_episodes:
+                done = sum(e.num_rows if self.settings.count_agent_steps else e.length for e in self._finished)
                 if done >= target:
                     return self._build(self._finished, env_steps=sum(e.length for e in self._finished))
             else:
                 ready = (sum(e.num_rows for e in self._finished)
                          + sum(e.num_rows for e in self._episodes if e is not None))
-                if (ready if self.count_agent_steps else env_steps) >= target:
+                if (ready if self.settings.count_agent_steps else env_steps) >= target:
                     live = [e for e in self._episodes if e is not None and e.num_rows]
                     return self._build(self._finished + live, env_steps=env_steps)
 
@@ -107,7 +95,7 @@ class MultiAgentSampler:
             self._step()
             self._finished = []
             for e in self._episodes:
-                if e is not None and not self.complete_episodes:
+                if e is not None and not self.settings.complete_episodes:
                     e.rows, e.num_rows = {}, 0
         return self.metrics[start:]
 
@@ -125,18 +113,63 @@ class MultiAgentSampler:
         self.metrics = []
         self.steps_since_sync = 0
 
-    def retire(self, policy_id: str, policy, preprocessor, obs_filter) -> None:
-        """Keeps a removed policy for the running episodes that map agents to it."""
-        if any(e is not None and policy_id in e.policies_in_use() for e in self._episodes):
-            self._retired[policy_id] = (policy, preprocessor, obs_filter)
+    def get_state(self) -> Dict[str, Any]:
+        # Episode ids keep counting across a checkpoint restore (they key offline data).
+        return {"episodes_started": int(self._eps_counter)}
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        self._eps_counter = int(state.get("episodes_started", self._eps_counter))
+
+    def on_policy_removed(self, policy_id: str) -> None:
+        """Called after the worker removed `policy_id` (and set its new mapping function).
+
+        Agents of running episodes mapped to it are re-mapped through the worker's current
+        `policy_mapping_fn`; what they collected so far is dropped (there is no policy left
+        to postprocess or train on it), and so are their rows in ended episodes not yet
+        batched. Agents joining a running episode later are mapped as at its start, unless
+        that mapping names a policy that no longer exists.
+        """
+        self._checked.discard(policy_id)
+        worker = self.worker
+        for ep in self._finished:
+            for aid in [a for a in ep.rows if ep.policy_for(a) == policy_id]:
+                ep.num_rows -= len(ep.rows.pop(aid)[SB.REWARDS])
+        for ep in self._episodes:
+            if ep is None:
+                continue
+            ep._mapping_fn = self._fallback_mapping(ep._mapping_fn)
+            for aid in [a for a, pid in ep._policy.items() if pid == policy_id]:
+                new_pid = call_mapping_fn(worker.policy_mapping_fn, aid, ep, worker)
+                if new_pid not in worker.policy_map:
+                    raise ValueError(
+                        f"remove_policy({policy_id!r}): agent {aid!r} of a running episode used it, and the "
+                        f"policy mapping now returns {new_pid!r}, which is not a policy of this worker either; "
+                        f"pass policy_mapping_fn=... mapping agents to one of {sorted(worker.policy_map)}")
+                ep._policy[aid] = new_pid
+                if aid in ep.rows:
+                    ep.num_rows -= len(ep.rows.pop(aid)[SB.REWARDS])
+                ep.open.pop(aid, None)
+                if aid in ep._last_raw_obs and aid not in ep.done_agents:
+                    _, pp, filt = self._resolve(new_pid)
+                    ep._last_obs[aid] = filt(pp.transform(ep._last_raw_obs[aid]), update=False)
+
+    def _fallback_mapping(self, mapping: Callable) -> Callable:
+        """`mapping`, or the worker's current mapping where it names a removed policy."""
+        worker = self.worker
+
+        def mapped(aid, episode):
+            pid = mapping(aid, episode)
+            if pid in worker.policy_map:
+                return pid
+            return call_mapping_fn(worker.policy_mapping_fn, aid, episode, worker)
+
+        return mapped
 
     # --- policy lookup -----------------------------------------------------------------
     def _resolve(self, pid: str):
         w = self.worker
         if pid in w.policy_map:
             return w.policy_map[pid], w.preprocessors[pid], w.filters[pid]
-        if pid in self._retired:
-            return self._retired[pid]
         raise ValueError(f"The policy mapping returned {pid!r}, which is not a policy of this worker; "
                          f"known policy ids: {sorted(w.policy_map)}")
 
@@ -157,6 +190,7 @@ class MultiAgentSampler:
         for pid, members in groups.items():
             policy = self._resolve(pid)[0]
             obs = np.stack([self._episodes[i]._last_obs[aid] for i, aid in members])
+            # explore=None: each policy's own `explore` (per-policy configs may differ).
             acts, _, extra = policy.compute_actions(
                 obs, explore=None, timestep=policy.global_timestep + self.steps_since_sync)
             cfg = policy.config
@@ -192,8 +226,8 @@ class MultiAgentSampler:
     # --- observations and transitions -------------------------------------------------
     def _observe(self, ep: MultiAgentEpisode, obs: Dict[Any, Any], infos: Dict[Any, Any]) -> Dict[Any, Any]:
         """observation_fn, then each agent's policy's preprocessor and filter."""
-        if self.observation_fn is not None and obs:
-            obs = self.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.env,
+        if self.settings.observation_fn is not None and obs:
+            obs = self.settings.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.env,
                                       policies=self.worker.policy_map, episode=ep)
         out = {}
         for aid, raw in obs.items():
@@ -229,12 +263,13 @@ class MultiAgentSampler:
     def _process(self, i: int, ep: MultiAgentEpisode, obs, rewards, terminateds, truncateds, infos) -> None:
         ep.length += 1
         term_all, trunc_all = bool(terminateds.get(ALL, False)), bool(truncateds.get(ALL, False))
-        at_horizon = self.horizon is not None and ep.length >= self.horizon and not (term_all or trunc_all)
-        over = term_all or trunc_all or at_horizon
-        # The "pretend done" of soft horizons is terminal, as in the single-agent path.
-        horizon_terminal = at_horizon and self.soft_horizon
+        rules = self.settings.rules
+        end = rules.end(term_all, trunc_all, ep.length)
+        over = end.over
+        # A horizon that ends the episode as terminal (soft horizon) makes every agent's end terminal.
+        horizon_terminal = over and not (term_all or trunc_all) and end.terminal
         seen = self._observe(ep, obs, infos)
-        clipper = self.reward_clipper
+        clipper = self.settings.reward_clipper
         for aid, r in rewards.items():
             r = float(r)
             key = (aid, ep.policy_for(aid))
@@ -250,8 +285,7 @@ class MultiAgentSampler:
         for aid in agents:
             term = bool(terminateds.get(aid, False)) or term_all or horizon_terminal
             done = term or bool(truncateds.get(aid, False)) or over
-            if self.no_done_at_end:
-                term = False
+            term = rules.terminal(term)
             ep._last_terminated[aid], ep._last_truncated[aid] = term, done and not term
             if aid in seen:
                 ep._last_obs[aid] = seen[aid]
@@ -263,7 +297,7 @@ class MultiAgentSampler:
             self.callbacks.on_episode_step(worker=self.worker, base_env=self.env, episode=ep, env_index=i)
         if over:
             self._end_episode(i, ep)
-            if at_horizon and self.soft_horizon:
+            if not end.reset:
                 # The env goes on: the next episode starts from the current observations.
                 self._start_episode(i, seen, infos, carried=ep)
 
@@ -292,11 +326,6 @@ class MultiAgentSampler:
         self._episodes[i] = None
         if ep.num_rows:
             self._finished.append(ep)
-        if self._retired:
-            in_use = set().union(*(e.policies_in_use() for e in self._episodes if e is not None))
-            for pid in list(self._retired):
-                if pid not in in_use:
-                    del self._retired[pid]
 
     # --- batches -------------------------------------------------------------------------
     def _agent_batch(self, ep: MultiAgentEpisode, aid, cols: Dict[str, list]) -> SampleBatch:
@@ -310,7 +339,6 @@ class MultiAgentSampler:
 
     def _build(self, episodes: List[MultiAgentEpisode], env_steps: int) -> MultiAgentBatch:
         per_policy: Dict[str, List[SampleBatch]] = defaultdict(list)
-        live_ids = set(self.worker.policy_map)
         for ep in episodes:
             pre = {aid: (self._resolve(ep.policy_for(aid))[0], self._agent_batch(ep, aid, cols))
                    for aid, cols in ep.rows.items()}
@@ -322,13 +350,12 @@ class MultiAgentSampler:
                     self.callbacks.on_postprocess_trajectory(
                         worker=self.worker, episode=ep, agent_id=aid, policy_id=pid,
                         policies=self.worker.policy_map, postprocessed_batch=post, original_batches=pre)
-                if pid in live_ids:  # rows of a removed policy go nowhere
-                    per_policy[pid].append(post)
+                per_policy[pid].append(post)
             ep.rows, ep.num_rows = {}, 0
         self._finished = [e for e in self._finished if e not in episodes]
         order = [pid for pid in self.worker.policy_map if pid in per_policy]  # stable: the map's order
         batches = {pid: SampleBatch.concat_samples(per_policy[pid]) for pid in order}
-        if self._compress:
+        if self.settings.compress_observations:
             # After postprocessing (bootstrapping reads `new_obs`); the learner decompresses.
             for batch in batches.values():
                 compress_columns(batch)

@@ -99,7 +99,7 @@ def bootstrap_values(policy, batch: SampleBatch) -> np.ndarray:
     need = ends & ~terminal
     out = np.zeros(batch.count, dtype=np.float32)
     if need.any():
-        if getattr(policy, "is_recurrent", lambda: False)():
+        if policy.is_recurrent():
             # V(next obs) given the state after the last step, whose action and reward are
             # the "previous" ones for the next observation.
             states = [batch[f"state_out_{k}"][need] for k in range(policy.num_state_tensors())]

@@ -1,48 +1,94 @@
 """RolloutWorker: envs + policies + filters; samples experience and applies weights.
 
 The same class runs in the trainer's process (the local worker, index 0) and, in the
-distributed setting, wrapped as a Ray actor.
+distributed setting, wrapped as a Ray actor. It always holds a `PolicyMap` (one policy is a
+map of one) and one sampler chosen by `make_sampler`: the vectorised fast path for one
+policy on a single-agent env, the general multi-agent path otherwise.
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import gymnasium as gym
 
-from rlfleet.config import DEFAULT_POLICY_ID
 from rlfleet.env.env_context import EnvContext
+from rlfleet.env.episode_rules import EpisodeRules
+from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv, as_multi_agent
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
 from rlfleet.models.preprocessors import get_preprocessor
-from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.torch_policy import derive_seed
+from rlfleet.policy.policy_map import PolicyMap
+from rlfleet.policy.policy_spec import PolicySpec
+from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from rlfleet.utils.seeding import derive_seed
 from rlfleet.rollout.async_sampler import AsyncSampling
-from rlfleet.rollout import multi_agent_worker as _multi_agent
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
+from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces, wants_multi_agent
 from rlfleet.rollout.sampler import SingleAgentSampler
+from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
+from rlfleet.utils.deep_update import merge_dicts
 from rlfleet.utils.filters import get_filter
+from rlfleet.utils.safe_files import check_weights_fit
 
 logger = logging.getLogger(__name__)
 
 
 def _is_atari(env) -> bool:
-    spec = getattr(env, "spec", None)
-    env_id = getattr(spec, "id", "") or ""
+    if not isinstance(env, gym.Env):
+        return False
+    spec = env.spec
+    env_id = (spec.id if spec is not None else "") or ""
     return env_id.startswith("ALE/") or "NoFrameskip" in env_id or type(env.unwrapped).__name__ == "AtariEnv"
 
 
-class RolloutWorker:
-    """Collects experience with its own envs and policy copy.
+def make_sampler(worker: "RolloutWorker", settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
+    """The sampler for `worker`'s env and policies (None when it has no env).
+
+    The fast path (`SingleAgentSampler`) when the env is a single-agent vector env and the
+    worker has one policy; the general path (`MultiAgentSampler`) otherwise.
 
     Args:
-        env_creator: `EnvContext -> env`.
-        policy_class: the Policy subclass to build.
+        acting_policy: the fast path's acting policy when it is not the worker's own
+            (`sample_async` acts with a copy).
+    """
+    env = worker.env
+    if env is None:
+        return None
+    if isinstance(env, MultiAgentVectorEnv):
+        recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
+        if recurrent:
+            raise ValueError(f"Policy {recurrent[0]!r} is recurrent; the multi-agent sampler does not run "
+                             "recurrent policies yet (use one policy on a single-agent env, or no use_lstm)")
+        return MultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks, settings=settings)
+    (pid,) = list(worker.policy_map)
+    return SingleAgentSampler(
+        worker=worker, vector_env=env, policy=acting_policy or worker.policy_map[pid],
+        preprocessor=worker.preprocessors[pid], obs_filter=worker.filters[pid], callbacks=worker.callbacks,
+        settings=settings,
+    )
+
+
+class RolloutWorker:
+    """Collects experience with its own envs and policy copies.
+
+    Args:
+        env_creator: `EnvContext -> env` (None: no env; spaces from the config).
+        policy_class: the default Policy subclass.
         config: the (validated) trainer config.
         worker_index: 0 for the local worker, 1.. for remote ones.
         num_workers: how many remote workers exist (for the EnvContext).
+
+    Attributes:
+        policy_map: `{policy_id: policy}` (a PolicyMap).
+        preprocessors, filters: per policy id.
+        policy_mapping_fn: `(agent_id, episode, worker, **kw) -> policy_id` for new episodes.
+        policies_to_train: the ids `learn_on_batch` trains.
+        env: the vector env (`VectorEnv`, `RemoteVectorEnv` or `MultiAgentVectorEnv`), or None.
+        sampler: the `Sampler`, or None without an env.
     """
 
     def __init__(
@@ -54,8 +100,8 @@ class RolloutWorker:
         worker_index: int = 0,
         num_workers: int = 0,
     ):
-        for key, value in (config.get("extra_python_environs_for_worker") or {}).items():
-            if worker_index > 0:
+        if worker_index > 0:
+            for key, value in (config.get("extra_python_environs_for_worker") or {}).items():
                 os.environ[str(key)] = str(value)
         self.config = config
         # Held while a batch is collected in the background (sample_async), and by whatever
@@ -67,83 +113,141 @@ class RolloutWorker:
         self.env_context = EnvContext(config.get("env_config") or {}, worker_index=worker_index,
                                       num_workers=num_workers)
         self.callbacks = config["callbacks"]()
-        seed = config.get("seed")
+        ma = config.get("multiagent") or {}
+        self.policy_map = PolicyMap(capacity=int(ma.get("policy_map_capacity") or 100),
+                                    cache_dir=ma.get("policy_map_cache"))
+        self.preprocessors: Dict[str, Any] = {}
+        self.filters: Dict[str, Any] = {}
+        self.policy_mapping_fn: Callable = ma.get("policy_mapping_fn") or default_policy_mapping_fn
+        self._default_policy_class = policy_class
+        self._is_atari = False
+        self.env = self._make_env(env_creator) if env_creator is not None else None
+
+        policies = ma.get("policies") or {DEFAULT_POLICY_ID: PolicySpec(config={})}
+        for pid, spec in policies.items():
+            self._build_policy(pid, spec, config)
+        to_train = ma.get("policies_to_train")
+        self._train_all = to_train is None
+        self.policies_to_train = list(self.policy_map) if to_train is None else self._checked_ids(to_train)
+
+        self._settings = SamplerSettings.from_config(config, is_atari=self._is_atari, worker_index=worker_index)
+        acting = None
+        if config.get("sample_async") and self.env is not None:
+            if isinstance(self.env, MultiAgentVectorEnv):
+                raise ValueError("'sample_async': True is not available with multi-agent envs or policies yet; "
+                                 "use False")
+            # The background thread acts with its own copy of the policy (see async_sampler.py),
+            # so learning on the worker's policy never races with acting.
+            (pid,) = list(self.policy_map)
+            main = self.policy_map[pid]
+            acting = type(main)(main.observation_space, main.action_space, main.config)
+        self.sampler = make_sampler(self, self._settings, acting)
+        if acting is not None:
+            self._async = AsyncSampling(self.sampler.sample, self._sync_acting_policy, self._lock)
+
+    # --- building ----------------------------------------------------------------
+    def _env_seeds(self, num_envs: int) -> List[Optional[int]]:
+        seed = self.config.get("seed")
+        return [None if seed is None else derive_seed(seed, self.worker_index, i) & 0xFFFFFFFF
+                for i in range(num_envs)]
+
+    def _make_env(self, env_creator: Callable) -> Union[VectorEnv, MultiAgentVectorEnv, Any]:
+        """The vector env: single-agent (local or remote sub-envs) or multi-agent."""
+        config = self.config
+        # Atari image envs get the DeepMind (or generic) preprocessing `preprocessor_pref` asks for.
+        env_creator = with_atari_preprocessing(env_creator, config)
         num_envs = int(config["num_envs_per_worker"])
-        # MultiAgentEnvs (and multi-agent policies) take the general path: multi_agent_worker.py.
-        done, env_creator = _multi_agent.init_multi_agent(
-            self, env_creator, policy_class, config,
-            [None if seed is None else derive_seed(seed, worker_index, i) & 0xFFFFFFFF for i in range(num_envs)])
-        if done:
-            return
+        seeds = self._env_seeds(num_envs)
+        rules = EpisodeRules.from_config(config)
+        if config.get("remote_worker_envs"):
+            if wants_multi_agent(None, config):
+                raise ValueError("'remote_worker_envs': True is not available with multi-agent envs or policies "
+                                 "yet; use False")
+            from rlfleet.env.remote_vector_env import RemoteVectorEnv
 
-        self.env: Optional[VectorEnv] = None
-        obs_space, act_space = config.get("observation_space"), config.get("action_space")
-        if env_creator is not None:
-            # Atari image envs get the DeepMind (or generic) preprocessing `preprocessor_pref` asks for.
-            env_creator = with_atari_preprocessing(env_creator, config)
-            seeds = [None if seed is None else derive_seed(seed, worker_index, i) & 0xFFFFFFFF for i in range(num_envs)]
-            episode_rules = dict(
-                horizon=config.get("horizon"),
-                soft_horizon=bool(config.get("soft_horizon")),
-                no_done_at_end=bool(config.get("no_done_at_end")),
-                seeds=seeds,
-            )
-            if config.get("remote_worker_envs"):
-                from rlfleet.env.remote_vector_env import RemoteVectorEnv
+            contexts = [self.env_context.copy_with_overrides(vector_index=i, remote=True) for i in range(num_envs)]
+            env = RemoteVectorEnv(env_creator, contexts, rules=rules, seeds=seeds,
+                                  batch_wait_ms=config.get("remote_env_batch_wait_ms", 0))
+            self._is_atari = env.is_atari
+            return env
+        envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
+        self._is_atari = _is_atari(envs[0])
+        if wants_multi_agent(envs[0], config):
+            return MultiAgentVectorEnv([as_multi_agent(e) for e in envs], seeds=seeds)
+        return VectorEnv(envs, rules=rules, seeds=seeds)
 
-                contexts = [self.env_context.copy_with_overrides(vector_index=i, remote=True) for i in range(num_envs)]
-                self.env = RemoteVectorEnv(env_creator, contexts, batch_wait_ms=config.get("remote_env_batch_wait_ms", 0),
-                                           **episode_rules)
-            else:
-                envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
-                self.env = VectorEnv(envs, **episode_rules)
-            obs_space = obs_space or self.env.observation_space
-            act_space = act_space or self.env.action_space
-        if obs_space is None or act_space is None:
-            raise ValueError(
-                "The worker has no env to infer spaces from: set `env`, or give both "
-                "`observation_space` and `action_space` in the config"
-            )
-        for name, space in (("observation_space", obs_space), ("action_space", act_space)):
-            if not isinstance(space, gym.Space):
-                raise ValueError(f"`{name}` must be a gymnasium.spaces.Space, got {space!r}")
+    def _probe_env(self):
+        """The env policies infer their spaces from: sub-env 0 (multi-agent) or the vector env."""
+        if isinstance(self.env, MultiAgentVectorEnv):
+            return self.env.envs[0]
+        return self.env
 
+    def env_spaces(self) -> Tuple[Optional[gym.Space], Optional[gym.Space]]:
+        """The env's observation and action space; None where there is no env or no single
+        pair (a multi-agent env: spaces per agent)."""
+        if self.env is None or isinstance(self.env, MultiAgentVectorEnv):
+            return None, None
+        return self.env.observation_space, self.env.action_space
+
+    def _build_policy(self, policy_id: str, spec: PolicySpec, base_config: dict):
+        """Creates policy `policy_id` in the PolicyMap, with its preprocessor and filter."""
+        if not isinstance(policy_id, str):
+            raise ValueError(f"Policy id {policy_id!r} is a {type(policy_id).__name__}; policy ids must be str")
+        probe = self._probe_env()
+        if isinstance(probe, MultiAgentEnv):
+            obs_space, act_space = infer_spaces(policy_id, spec, probe, self, base_config)
+        else:  # a single-agent vector env (or none): the config's spaces, else the env's
+            env_obs, env_act = self.env_spaces()
+            obs_space, act_space = infer_spaces(policy_id, spec, None, self, dict(
+                base_config, observation_space=_first(base_config.get("observation_space"), env_obs),
+                action_space=_first(base_config.get("action_space"), env_act)))
+        config = merge_dicts(base_config, spec.config or {}) if spec.config else dict(base_config)
+        config.update(worker_index=self.worker_index, num_workers=self.num_workers)
         preprocessor = get_preprocessor(obs_space, config.get("model"))
-        policy_config = dict(config, worker_index=worker_index, num_workers=num_workers)
-        policy = policy_class(preprocessor.observation_space, act_space, policy_config)
-        self.policy_map: Dict[str, Any] = {DEFAULT_POLICY_ID: policy}
-        self.preprocessors = {DEFAULT_POLICY_ID: preprocessor}
-        self.filters = {DEFAULT_POLICY_ID: get_filter(config["observation_filter"], preprocessor.shape)}
-        self.policies_to_train = [DEFAULT_POLICY_ID]
-        self.sampler: Optional[SingleAgentSampler] = None
-        if self.env is not None:
-            # sample_async: the background thread acts with its own copy of the policy (see
-            # async_sampler.py), so learning on `policy` never races with acting.
-            acting = policy_class(preprocessor.observation_space, act_space, policy_config) \
-                if config.get("sample_async") else policy
-            self.sampler = SingleAgentSampler(
-                worker=self,
-                vector_env=self.env,
-                policy=acting,
-                preprocessor=preprocessor,
-                obs_filter=self.filters[DEFAULT_POLICY_ID],
-                callbacks=self.callbacks,
-                config=config,
-                episode_id_base=worker_index << 40,
-                is_atari=self.env.is_atari if hasattr(self.env, "is_atari") else _is_atari(self.env.envs[0]),
-            )
-            if acting is not policy:
-                self._async = AsyncSampling(self.sampler.sample, self._sync_acting_policy, self._lock)
+        policy = self.policy_map.create_policy(policy_id, spec.policy_class or self._default_policy_class,
+                                               preprocessor.observation_space, act_space, config)
+        self.preprocessors[policy_id] = preprocessor
+        self.filters[policy_id] = get_filter(config["observation_filter"], preprocessor.shape)
+        return policy
+
+    def _checked_ids(self, ids) -> List[str]:
+        ids = list(ids)
+        unknown = [p for p in ids if p not in self.policy_map]
+        if unknown:
+            raise ValueError(f"'multiagent.policies_to_train': {unknown} are not policies of this trainer; "
+                             f"known policy ids: {sorted(self.policy_map)}")
+        return ids
+
+    def _use_general_sampler(self, why: str) -> None:
+        """Moves a fast-path worker onto the general (multi-agent) sampler: its env becomes
+        one agent, "agent0"; episodes in flight are dropped, their metrics kept."""
+        if self.env is None or isinstance(self.env, MultiAgentVectorEnv):
+            return
+        if self._async is not None:
+            raise ValueError(f"{why} is not available with 'sample_async': True yet")
+        if not isinstance(self.env, VectorEnv):
+            raise ValueError(f"{why} is not available with 'remote_worker_envs': True yet")
+        old = self.sampler
+        self.env = MultiAgentVectorEnv([as_multi_agent(e) for e in self.env.envs])
+        self.sampler = make_sampler(self, self._settings)
+        if old is not None:
+            self.sampler.set_state(old.get_state())  # episode ids keep counting
+            self.sampler.metrics = old.pop_metrics()
 
     # --- sampling ----------------------------------------------------------------
-    def sample(self) -> SampleBatch:
-        """One batch: `rollout_fragment_length * num_envs_per_worker` steps (see batch_mode)."""
+    def _require_sampler(self) -> Sampler:
         if self.sampler is None:
             raise ValueError(
                 "This RolloutWorker has no env to sample from (no `env` configured, or the "
                 "local worker was built without one: set `create_env_on_driver=True`)"
             )
-        batch = self._async.next() if self._async is not None else self.sampler.sample()
+        return self.sampler
+
+    def sample(self):
+        """One batch: `rollout_fragment_length * num_envs_per_worker` steps (see batch_mode);
+        a SampleBatch on the fast path, a MultiAgentBatch on the general one."""
+        sampler = self._require_sampler()
+        batch = self._async.next() if self._async is not None else sampler.sample()
         if self.callbacks.overrides("on_sample_end"):
             self.callbacks.on_sample_end(worker=self, samples=batch)
         return batch
@@ -154,16 +258,16 @@ class RolloutWorker:
 
     def sample_episodes(self, num_episodes: int) -> List[RolloutMetrics]:
         """Runs `num_episodes` episodes; returns their metrics (used for evaluation)."""
-        if self.sampler is None:
-            self.sample()  # raises the no-env error
+        sampler = self._require_sampler()
         with self._lock:
             if self._async is not None:
                 self._sync_acting_policy()
-            return self.sampler.sample_episodes(num_episodes)
+            return sampler.sample_episodes(num_episodes)
 
     def _sync_acting_policy(self) -> None:
         """sample_async: copies the learner's weights and timestep into the acting copy."""
-        main, acting = self.policy_map[DEFAULT_POLICY_ID], self.sampler.policy
+        (main,) = list(self.policy_map.values())
+        acting = self.sampler.policy
         acting.set_weights(main.get_weights())
         acting.on_global_var_update({"timestep": main.global_timestep})
 
@@ -215,7 +319,7 @@ class RolloutWorker:
         return {pid: self.policy_map[pid].learn_on_batch(batches[pid])
                 for pid in self.policies_to_train if pid in batches}
 
-    # --- multi-agent: policies at run time (see multi_agent_worker.py) ---------------
+    # --- policies at run time --------------------------------------------------------
     def add_policy(self, policy_id: str, policy_cls: Optional[type] = None, observation_space=None,
                    action_space=None, config: Optional[dict] = None, policy_config: Optional[dict] = None,
                    policy_mapping_fn: Optional[Callable] = None, policies_to_train: Optional[List[str]] = None):
@@ -227,26 +331,57 @@ class RolloutWorker:
             policy_mapping_fn: the mapping from now on; episodes already running keep theirs.
             policies_to_train: the new list (None: unchanged, plus the new policy when all train).
         """
-        return _multi_agent.add_policy(
-            self, policy_id, policy_cls, observation_space=observation_space, action_space=action_space,
-            config=config, policy_config=policy_config, policy_mapping_fn=policy_mapping_fn,
-            policies_to_train=policies_to_train)
+        if not isinstance(policy_id, str):
+            raise ValueError(f"add_policy: policy id {policy_id!r} is a {type(policy_id).__name__}; "
+                             "policy ids must be str")
+        if policy_id in self.policy_map:
+            raise ValueError(f"add_policy: a policy {policy_id!r} exists already; remove it first "
+                             f"(known: {sorted(self.policy_map)})")
+        self._use_general_sampler("add_policy")
+        if policy_mapping_fn is not None:
+            self.policy_mapping_fn = policy_mapping_fn
+        spec = PolicySpec(policy_cls, observation_space, action_space, dict(config or {}))
+        policy = self._build_policy(policy_id, spec, policy_config or self.config)
+        if policy.is_recurrent() and self.sampler is not None:
+            self._drop_policy(policy_id)
+            raise ValueError(f"add_policy: policy {policy_id!r} is recurrent; the multi-agent sampler does not run "
+                             "recurrent policies yet")
+        if policies_to_train is not None:
+            self.set_policies_to_train(policies_to_train)
+        elif self._train_all:
+            self.policies_to_train.append(policy_id)
+        return policy
 
     def remove_policy(self, policy_id: str = DEFAULT_POLICY_ID, policy_mapping_fn: Optional[Callable] = None,
                       policies_to_train: Optional[List[str]] = None) -> None:
-        """Removes policy `policy_id`; running episodes that use it finish with it (their
-        samples for it are dropped)."""
-        _multi_agent.remove_policy(self, policy_id, policy_mapping_fn=policy_mapping_fn,
-                                   policies_to_train=policies_to_train)
+        """Removes policy `policy_id`. Agents of running episodes that used it are re-mapped
+        through the (new) mapping function; what they collected so far is dropped."""
+        if policy_id not in self.policy_map:
+            raise ValueError(f"remove_policy: no policy {policy_id!r}; known: {sorted(self.policy_map)}")
+        self._use_general_sampler("remove_policy")
+        self._drop_policy(policy_id)
+        if policy_mapping_fn is not None:
+            self.policy_mapping_fn = policy_mapping_fn
+        if policies_to_train is not None:
+            self.set_policies_to_train(policies_to_train)
+        else:
+            self.policies_to_train = [p for p in self.policies_to_train if p != policy_id]
+        if isinstance(self.sampler, MultiAgentSampler):
+            self.sampler.on_policy_removed(policy_id)
+
+    def _drop_policy(self, policy_id: str) -> None:
+        del self.policy_map[policy_id]
+        del self.preprocessors[policy_id]
+        del self.filters[policy_id]
 
     def set_policy_mapping_fn(self, policy_mapping_fn: Callable) -> None:
         """The mapping for episodes that start from now on."""
-        _multi_agent.ensure_multi_agent(self)
+        if policy_mapping_fn is not default_policy_mapping_fn:
+            self._use_general_sampler("set_policy_mapping_fn")
         self.policy_mapping_fn = policy_mapping_fn
 
     def set_policies_to_train(self, policies_to_train: List[str]) -> None:
-        _multi_agent.ensure_multi_agent(self)
-        self.policies_to_train = _multi_agent._check_to_train(self, policies_to_train)
+        self.policies_to_train = self._checked_ids(policies_to_train)
         self._train_all = False
 
     # --- filters -----------------------------------------------------------------
@@ -268,8 +403,19 @@ class RolloutWorker:
         return {
             "policies": {pid: p.get_state() for pid, p in self.policy_map.items()},
             "filters": {pid: f.get_state() for pid, f in self.filters.items()},
-            **({"sampler": self.sampler.get_state()} if hasattr(self.sampler, "get_state") else {}),
+            "sampler": self.sampler.get_state() if self.sampler is not None else {},
         }
+
+    def check_state_fits(self, state: Dict[str, Any]) -> None:
+        """Raises ValueError when `state` (a `get_state()` output) holds a policy this worker
+        lacks or weights that do not fit its policies; changes nothing."""
+        for pid, pstate in state["policies"].items():
+            if pid not in self.policy_map:
+                raise ValueError(f"it holds policy {pid!r}, which this trainer does not have (its policies: "
+                                 f"{sorted(self.policy_map)})")
+            if not isinstance(pstate, dict) or not isinstance(pstate.get("weights"), dict):
+                raise ValueError(f"policy {pid!r} has no weights")
+            check_weights_fit(pstate["weights"], self.policy_map[pid].get_weights(), f"policy {pid!r}")
 
     def set_state(self, state: Dict[str, Any]) -> None:
         """Applies `get_state()` output. With `"restart_episodes": seed` (what a checkpoint
@@ -278,7 +424,7 @@ class RolloutWorker:
             self.policy_map[pid].set_state(pstate)
         for pid, fstate in state.get("filters", {}).items():
             self.filters[pid].set_state(fstate)
-        if hasattr(self.sampler, "set_state") and "sampler" in state:
+        if self.sampler is not None and state.get("sampler"):
             self.sampler.set_state(state["sampler"])
         if "restart_episodes" in state:
             self.restart_episodes(state["restart_episodes"])
@@ -302,5 +448,9 @@ class RolloutWorker:
             self._async.stop()
         if self.env is not None:
             self.env.close()
-        if hasattr(self.policy_map, "close"):  # a PolicyMap: drop its spill folder
-            self.policy_map.close()
+        self.policy_map.close()
+
+
+def _first(*values):
+    # Not `a or b`: some spaces (e.g. an empty Tuple) are falsy.
+    return next((v for v in values if v is not None), None)

@@ -7,7 +7,7 @@ contiguous) and postprocessed by the policy in one vectorised call.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -16,25 +16,11 @@ from rlfleet.env.vector_env import VectorEnv
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
+from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import action_layout, env_actions
 
 SB = SampleBatch
-
-
-def make_reward_clipper(clip_rewards, is_atari: bool) -> Optional[Callable[[np.ndarray], np.ndarray]]:
-    """The reward transform `clip_rewards` asks for (None: sign-clip for Atari only)."""
-    if clip_rewards is None:
-        clip_rewards = is_atari
-    if clip_rewards is False:
-        return None
-    if clip_rewards is True:
-        return np.sign
-    if isinstance(clip_rewards, (int, float)):
-        bound = float(clip_rewards)
-        return lambda r: np.clip(r, -bound, bound)
-    lo, hi = clip_rewards
-    return lambda r: np.clip(r, float(lo), float(hi))
 
 
 def _action_layout(space: gym.Space):
@@ -55,42 +41,34 @@ class SingleAgentSampler:
         preprocessor: flattens raw observations.
         obs_filter: normalises preprocessed observations (updated while sampling).
         callbacks: the DefaultCallbacks instance.
-        config: the worker's config.
-        episode_id_base: added to episode counters so ids are unique across workers.
+        settings: the per-run settings (see `SamplerSettings`).
     """
 
     def __init__(self, *, worker, vector_env: VectorEnv, policy, preprocessor, obs_filter, callbacks,
-                 config: dict, episode_id_base: int = 0, is_atari: bool = False):
+                 settings: SamplerSettings):
         self.worker = worker
         self.env = vector_env
         self.policy = policy
         self.preprocessor = preprocessor
         self.filter = obs_filter
         self.callbacks = callbacks
+        self.settings = settings
         self.num_envs = vector_env.num_envs
-        self.fragment_length = int(config["rollout_fragment_length"])
-        self.complete_episodes = config["batch_mode"] == "complete_episodes"
-        self.explore = config.get("explore", True)
-        self.normalize_actions = bool(config.get("normalize_actions", True))
-        self.clip_actions = bool(config.get("clip_actions", False))
-        self.reward_clipper = make_reward_clipper(config.get("clip_rewards"), is_atari)
         self.action_space = vector_env.action_space
         self._act_shape, self._act_dtype = _action_layout(self.action_space)
         self._hooks = {
             name: callbacks.overrides(name)
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
-        self._render = bool(config.get("render_env"))
-        self._compress = bool(config.get("compress_observations", False))
         # Recurrent policies: per-env state carried from step to step (reset at episode
         # starts), recorded with the previous action / reward as `state_in_k`,
         # `state_out_k`, `prev_actions`, `prev_rewards` on every row (see _act_recurrent).
-        self._recurrent = bool(getattr(policy, "is_recurrent", lambda: False)())
+        self._recurrent = policy.is_recurrent()
         self._state: List[np.ndarray] = []
 
         n = self.num_envs
         self._eps_counter = 0
-        self._eps_base = int(episode_id_base)
+        self._eps_base = settings.episode_id_base
         self._cur_obs: Optional[np.ndarray] = None
         self._eps_id = np.zeros(n, dtype=np.int64)
         self._ep_len = np.zeros(n, dtype=np.int64)
@@ -98,7 +76,7 @@ class SingleAgentSampler:
         self._episodes: List[Optional[Episode]] = [None] * n
         self._pending: List[List[SampleBatch]] = [[] for _ in range(n)]
         self._buffers: Dict[str, np.ndarray] = {}
-        self._chunk_len = self.fragment_length
+        self._chunk_len = self.settings.fragment_length
         self.steps_since_sync = 0
         self.metrics: List[RolloutMetrics] = []
         self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
@@ -107,10 +85,10 @@ class SingleAgentSampler:
     def sample(self) -> SampleBatch:
         """A fragment of `rollout_fragment_length * num_envs` steps (truncate_episodes), or
         complete episodes totalling at least that many steps (complete_episodes)."""
-        if not self.complete_episodes:
+        if not self.settings.complete_episodes:
             rows = self._collect(lambda: False)
             return self._postprocess(self._chunk_to_batch(rows))
-        target = self.fragment_length * self.num_envs
+        target = self.settings.fragment_length * self.num_envs
         done_steps = [0]
         out: List[SampleBatch] = []
         while done_steps[0] < target:
@@ -128,15 +106,15 @@ class SingleAgentSampler:
         start = len(self.metrics)
         while len(self.metrics) - start < num_episodes:
             rows = self._collect(lambda: len(self.metrics) - start >= num_episodes)
-            if self.complete_episodes:
+            if self.settings.complete_episodes:
                 self._split_complete(self._chunk_to_batch(rows))
         return self.metrics[start:]
 
-    def get_state(self) -> Dict[str, int]:
+    def get_state(self) -> Dict[str, Any]:
         # Episode ids keep counting across a checkpoint restore (they key offline data).
         return {"episodes_started": int(self._eps_counter)}
 
-    def set_state(self, state: Dict[str, int]) -> None:
+    def set_state(self, state: Dict[str, Any]) -> None:
         self._eps_counter = int(state.get("episodes_started", self._eps_counter))
 
     def restart(self) -> None:
@@ -198,9 +176,9 @@ class SingleAgentSampler:
             self._start()
         self._finished_steps = 0
         policy, venv = self.policy, self.env
-        explore, n = self.explore, self.num_envs
-        clipper = self.reward_clipper
-        normalize, clip = self.normalize_actions, self.clip_actions
+        explore, n = self.settings.explore, self.num_envs
+        clipper = self.settings.reward_clipper
+        normalize, clip = self.settings.normalize_actions, self.settings.clip_actions
         hooks = self._hooks
         perf = self._perf
         clock = time.perf_counter
@@ -247,7 +225,7 @@ class SingleAgentSampler:
                     if self._recurrent:
                         self._reset_recurrent(i)
                     self._new_episode(i, raw)
-            if self._render:
+            if self.settings.render:
                 venv.render(0)
             self._cur_obs = next_obs
             rows = t + 1
@@ -363,7 +341,7 @@ class SingleAgentSampler:
                     policies=self.worker.policy_map, postprocessed_batch=piece, original_batches={},
                 )
             batch = SampleBatch.concat_samples(pieces)
-        if self._compress:
+        if self.settings.compress_observations:
             # After postprocessing (bootstrapping reads `new_obs`); the learner decompresses.
             compress_columns(batch)
         return batch

@@ -13,8 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.policy_mapping import default_policy_mapping_fn
 from rlfleet.rollout.rollout_worker import RolloutWorker
+from rlfleet.utils.filters import FilterManager
 from rlfleet.utils.ray_utils import init_ray, started_here
 
 logger = logging.getLogger(__name__)
@@ -38,6 +41,32 @@ def _health_probe(worker: RolloutWorker) -> int:
     # As the reference: a worker is healthy if it can still sample (a dead process, or an
     # env that keeps raising, is not).
     return worker.sample().count if worker.sampler is not None else 0
+
+
+def _episodes_only(worker: RolloutWorker, num_episodes: int) -> List[RolloutMetrics]:
+    """`num_episodes` episodes' metrics, and only theirs (the worker's pending ones are
+    dropped: evaluation workers report nothing else)."""
+    episodes = worker.sample_episodes(num_episodes)
+    worker.get_metrics()
+    return episodes
+
+
+def _replay_policy_changes(worker: RolloutWorker, changes: List[Tuple[str, Dict[str, Any]]]) -> None:
+    for op, kwargs in changes:
+        if op == "add":
+            worker.add_policy(**kwargs)
+        else:
+            worker.remove_policy(**kwargs)
+
+
+def _adopt_mapping(worker: RolloutWorker, policy_mapping_fn: Optional[Callable],
+                   policies_to_train: List[str]) -> None:
+    # The list only when it differs: setting it also ends "every policy trains" mode, which
+    # a worker that already trains these policies should keep.
+    if policy_mapping_fn is not None:
+        worker.set_policy_mapping_fn(policy_mapping_fn)
+    if list(worker.policies_to_train) != list(policies_to_train):
+        worker.set_policies_to_train(policies_to_train)
 
 
 def _actor_key(handle) -> Any:
@@ -68,6 +97,8 @@ class WorkerSet:
         self._ray = None
         self._pending_metrics: List[Any] = []
         self._local: Optional[RolloutWorker] = None
+        # add_policy / remove_policy calls, in order, replayed on workers started later.
+        self._policy_changes: List[Tuple[str, Dict[str, Any]]] = []
 
         local_config, local_env_creator = trainer_config, env_creator
         try:
@@ -136,6 +167,59 @@ class WorkerSet:
                 out.extend(results)
         return out
 
+    # --- sampling ------------------------------------------------------------------
+    def sample(self, min_steps: int) -> SampleBatch:
+        """Samples until at least `min_steps` env steps are gathered.
+
+        Without remote workers the local worker samples. With remote workers, each round
+        asks every remote worker for one batch in parallel; the batches are concatenated in
+        worker order, not in the order they arrive, so a seeded run repeats exactly.
+        """
+        batches: List[SampleBatch] = []
+        steps = 0
+        while steps < min_steps:
+            if self._remote:
+                round_batches = self._ray.get([w.sample.remote() for w in self._remote])
+            else:
+                round_batches = [self._local.sample()]
+            for batch in round_batches:
+                steps += batch.count
+                batches.append(batch)
+        return SampleBatch.concat_samples(batches)
+
+    def sample_episodes(self, num_episodes: int) -> List[RolloutMetrics]:
+        """Runs `num_episodes` whole episodes and returns their metrics (only theirs).
+
+        With remote workers the episodes are shared out (the first workers take one more
+        when they do not divide evenly) and run in parallel; else the local worker runs them.
+        """
+        if not self._remote:
+            return _episodes_only(self._local, num_episodes)
+        n = len(self._remote)
+        shares = [num_episodes // n + (i < num_episodes % n) for i in range(n)]
+        refs = [w.apply.remote(_episodes_only, k) for w, k in zip(self._remote, shares) if k > 0]
+        return [episode for episodes in self._ray.get(refs) for episode in episodes]
+
+    # --- policies at run time ---------------------------------------------------------
+    def add_policy(self, **kwargs: Any) -> None:
+        """`worker.add_policy(**kwargs)` on every worker; replayed on workers started later."""
+        self.apply_policy_changes([("add", dict(kwargs))])
+
+    def remove_policy(self, **kwargs: Any) -> None:
+        """`worker.remove_policy(**kwargs)` on every worker; replayed on workers started later."""
+        self.apply_policy_changes([("remove", dict(kwargs))])
+
+    def policy_changes(self) -> List[Tuple[str, Dict[str, Any]]]:
+        """The `("add" | "remove", kwargs)` changes made so far, in order."""
+        return list(self._policy_changes)
+
+    def apply_policy_changes(self, changes: List[Tuple[str, Dict[str, Any]]]) -> None:
+        """Applies `changes` (as `policy_changes()` lists them) on every worker, and keeps
+        them for workers started later."""
+        if changes:
+            self.foreach_worker(lambda w: _replay_policy_changes(w, changes))
+            self._policy_changes.extend(changes)
+
     # --- weights, filters, metrics -------------------------------------------------
     def sync_weights(self, policies: Optional[List[str]] = None, from_worker: Optional[RolloutWorker] = None,
                      global_vars: Optional[dict] = None) -> None:
@@ -161,6 +245,23 @@ class WorkerSet:
         self._local.sync_filters(filters)
         if self._remote:
             ref = self._ray.put(filters)
+            self._ray.get([w.sync_filters.remote(ref) for w in self._remote])
+
+    def merge_filters(self, update_remote: bool = True) -> None:
+        """Merges the remote workers' filter buffers (flushed there) into the local filters,
+        in worker order; with `update_remote`, sends the merged filters back (one `ray.put`,
+        buffers empty so nothing is counted twice). The reference's FilterManager."""
+        if not self._remote:
+            return
+        remote_filters = self._ray.get([w.get_filters.remote(flush_after=True) for w in self._remote])
+        local_filters = self._local.filters
+        FilterManager.synchronize(local_filters, remote_filters, update_remote=False)
+        if update_remote:
+            copies = {}
+            for key, local in local_filters.items():
+                copies[key] = local.copy()
+                copies[key].clear_buffer()
+            ref = self._ray.put(copies)
             self._ray.get([w.sync_filters.remote(ref) for w in self._remote])
 
     def collect_metrics(self, timeout_s: Optional[float] = None) -> Tuple[List[RolloutMetrics], List[Dict[str, float]]]:
@@ -277,19 +378,36 @@ class WorkerSet:
         self.reset(healthy)
         return failed
 
-    def recreate_workers(self, indices: Sequence[int], from_worker: RolloutWorker,
-                         global_vars: Optional[dict] = None,
-                         prepare: Optional[Callable[[RolloutWorker], Any]] = None) -> None:
-        """Starts replacements for the workers `indices` (same worker index, so the same
-        seeds), runs `prepare(worker)` on each (e.g. the trainer's run-time policy changes)
-        and gives them the weights and filters of `from_worker`."""
+    def recreate_workers(self, indices: Sequence[int], from_worker: Optional[RolloutWorker] = None,
+                         global_vars: Optional[dict] = None) -> None:
+        """Starts replacements for the workers `indices` (same worker index, so the same seeds).
+
+        Each gets this set's policies as they are now (the run-time `add_policy` /
+        `remove_policy` calls replayed), the local worker's policy mapping and policies to
+        train (also when they were set on the workers directly), and the weights and filters
+        of `from_worker` (default: the local worker).
+        """
         new = self._add(list(indices))
-        if prepare is not None:
-            self._ray.get([w.apply.remote(prepare) for w in new])
+        from_worker = from_worker or self._local
+        changes, local = self.policy_changes(), self._local
+        if changes:
+            self._ray.get([w.apply.remote(_replay_policy_changes, changes) for w in new])
+        # A mapping set on the workers directly (not through the config or a policy change)
+        # reaches the new workers too; one they already have is not sent again, so that a
+        # one-policy worker keeps its fast sampler.
+        mapping_fn = None if local.policy_mapping_fn is self._mapping_after(changes) else local.policy_mapping_fn
+        self._ray.get([w.apply.remote(_adopt_mapping, mapping_fn, list(local.policies_to_train)) for w in new])
         weights = self._ray.put(from_worker.get_weights())
         filters = self._ray.put(from_worker.get_filters())
         self._ray.get([w.set_weights.remote(weights, global_vars) for w in new]
                       + [w.sync_filters.remote(filters) for w in new])
+
+    def _mapping_after(self, changes: List[Tuple[str, Dict[str, Any]]]) -> Callable:
+        """The mapping a new worker has once `changes` are replayed on it."""
+        mapping_fn = (self.config.get("multiagent") or {}).get("policy_mapping_fn") or default_policy_mapping_fn
+        for _, kwargs in changes:
+            mapping_fn = kwargs.get("policy_mapping_fn") or mapping_fn
+        return mapping_fn
 
     def stop(self) -> None:
         """Stops the local worker and every remote worker (and their remote envs)."""

@@ -393,36 +393,3 @@ class FilterManager:
                 for key, local in local_filters.items():
                     remote[key].sync(local)
                     remote[key].clear_buffer()
-
-    @staticmethod
-    def synchronize_remote(
-        local_filters: Mapping[str, Filter],
-        remote_workers: Sequence[Any],
-        update_remote: bool = True,
-    ) -> None:
-        """`synchronize` with remote workers (Ray actor handles of RolloutWorkers).
-
-        Fetches every remote worker's filters, flushing their buffers
-        (`get_filters(flush_after=True)`), merges the buffers into `local_filters` in worker
-        order, and with `update_remote` sends the merged state back to all of them through
-        one `ray.put` (`sync_filters`), with an empty buffer so nothing is counted twice.
-
-        Args:
-            local_filters: Policy id -> the local worker's filter (updated in place).
-            remote_workers: The remote workers' actor handles.
-            update_remote: Whether to copy the merged local state back to the remotes.
-        """
-        if not remote_workers:
-            return
-        from rlfleet.utils.ray_utils import import_ray
-
-        ray = import_ray()
-        remote_filters = ray.get([w.get_filters.remote(flush_after=True) for w in remote_workers])
-        FilterManager.synchronize(local_filters, remote_filters, update_remote=False)
-        if update_remote:
-            copies = {}
-            for key, local in local_filters.items():
-                copies[key] = local.copy()
-                copies[key].clear_buffer()
-            ref = ray.put(copies)
-            ray.get([w.sync_filters.remote(ref) for w in remote_workers])

@@ -3,24 +3,31 @@ The loop is `OffPolicyTrainer.training_step`; TD3 (`rlfleet.algorithms.td3`) is 
 trainer with TD3's defaults."""
 from __future__ import annotations
 
-from rlfleet.algorithms.ddpg.ddpg_policy import DDPGTorchPolicy
-from rlfleet.algorithms.off_policy import OffPolicyTrainer, replay_config
-from rlfleet.config import with_common_config
+from typing import List
 
-DEFAULT_CONFIG = with_common_config({
+from rlfleet.algorithms.ddpg.ddpg_policy import DDPGTorchPolicy
+from rlfleet.algorithms.off_policy import OffPolicyTrainer
+from rlfleet.algorithms.replay_keys import replay_keys
+from rlfleet.config import (ConfigKey, activation, algorithm_config, int_at_least, number_above,
+                            number_in, optional, override, positive_int_list)
+
+K = ConfigKey
+
+ALGO_KEYS: List[ConfigKey] = [
     # TD3's tricks, off for plain DDPG: clipped double Q, delayed actor updates, target
     # policy smoothing with clipped Gaussian noise.
-    "twin_q": False,
-    "policy_delay": 1,
-    "smooth_target_policy": False,
-    "target_noise": 0.2,
-    "target_noise_clip": 0.5,
-    "evaluation_config": {"explore": False},
-    "actor_hiddens": [400, 300],
-    "actor_hidden_activation": "relu",
-    "critic_hiddens": [400, 300],
-    "critic_hidden_activation": "relu",
-    "exploration_config": {
+    K("twin_q", False, "Clipped double Q: two critics, the smaller estimate is the target (TD3)."),
+    K("policy_delay", 1, "Critic updates per actor and target update (TD3: 2).", int_at_least(1)),
+    K("smooth_target_policy", False, "Add clipped Gaussian noise to the target policy's actions (TD3)."),
+    K("target_noise", 0.2, "Stddev of the target policy smoothing noise.", number_in(0)),
+    K("target_noise_clip", 0.5, "The smoothing noise is clipped to [-target_noise_clip, target_noise_clip].",
+      number_in(0)),
+    override("evaluation_config", {"explore": False}),
+    K("actor_hiddens", [400, 300], "Hidden layer sizes of the actor.", positive_int_list),
+    K("actor_hidden_activation", "relu", "Activation of the actor's hidden layers.", activation),
+    K("critic_hiddens", [400, 300], "Hidden layer sizes of the critic(s).", positive_int_list),
+    K("critic_hidden_activation", "relu", "Activation of the critic's hidden layers.", activation),
+    override("exploration_config", {
         "type": "OrnsteinUhlenbeckNoise",
         "random_timesteps": 1000,
         "ou_base_scale": 0.1,
@@ -29,23 +36,26 @@ DEFAULT_CONFIG = with_common_config({
         "initial_scale": 1.0,
         "final_scale": 0.02,
         "scale_timesteps": 10000,
-    },
-    "timesteps_per_iteration": 1000,
-    **replay_config(learning_starts=1500, target_network_update_freq=0),
-    "critic_lr": 1e-3,
-    "actor_lr": 1e-3,
-    # Polyak averaging per update: target <- tau * online + (1 - tau) * target.
-    "tau": 0.002,
-    "use_huber": False,
-    "huber_threshold": 1.0,
-    # Weight decay (sum of squares / 2 of weight matrices) added to both losses.
-    "l2_reg": 1e-6,
-    "grad_clip": None,
-    "rollout_fragment_length": 1,
-    "train_batch_size": 256,
-    "num_workers": 0,
-    "min_iter_time_s": 1,
-})
+    }),
+    override("timesteps_per_iteration", 1000),
+    *replay_keys(learning_starts=1500, target_network_update_freq=0),
+    K("critic_lr", 1e-3, "Learning rate of the critic(s).", number_in(0)),
+    K("actor_lr", 1e-3, "Learning rate of the actor.", number_in(0)),
+    K("tau", 0.002, "Polyak averaging per update: target <- tau * online + (1 - tau) * target.",
+      number_above(0, 1)),
+    K("use_huber", False, "Huber loss instead of squared error for the critic."),
+    K("huber_threshold", 1.0, "Where the Huber loss turns from quadratic to linear.", number_in(0)),
+    K("l2_reg", 1e-6, "Weight decay (sum of squares / 2 of weight matrices) added to both losses.",
+      number_in(0)),
+    K("grad_clip", None, "Clip each network's gradient norm to this; None: no clipping.",
+      optional(number_above(0), "no clipping")),
+    override("rollout_fragment_length", 1),
+    override("train_batch_size", 256),
+    override("num_workers", 0),
+    override("min_iter_time_s", 1),
+]
+
+DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
 class DDPGTrainer(OffPolicyTrainer):
@@ -53,19 +63,5 @@ class DDPGTrainer(OffPolicyTrainer):
 
     _name = "DDPG"
     _default_config = DEFAULT_CONFIG
+    _algo_keys = ALGO_KEYS
     _policy_class = DDPGTorchPolicy
-
-    def validate_algorithm_config(self, config: dict) -> None:
-        super().validate_algorithm_config(config)
-        delay = config["policy_delay"]
-        if isinstance(delay, bool) or not isinstance(delay, int) or delay < 1:
-            raise ValueError(f"'policy_delay': {delay!r} must be an int >= 1")
-        for key in ("target_noise", "target_noise_clip", "l2_reg", "huber_threshold"):
-            if not config[key] >= 0:
-                raise ValueError(f"'{key}': {config[key]!r} must be >= 0")
-        if not 0 < config["tau"] <= 1:
-            raise ValueError(f"'tau': {config['tau']!r} must be in (0, 1]")
-        for key in ("actor_hiddens", "critic_hiddens"):
-            v = config[key]
-            if not isinstance(v, (list, tuple)) or not all(isinstance(h, int) and h > 0 for h in v):
-                raise ValueError(f"'{key}': {v!r} must be a list of ints > 0")

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlfleet.algorithms.sac.sac_model import dense_net
+from rlfleet.models.fcnet import dense_net
 from rlfleet.models.torch_model import TorchModel
 
 

@@ -3,7 +3,7 @@ al. 2018): twin critics (`twin_q`), delayed actor updates (`policy_delay`) and t
 policy smoothing (`smooth_target_policy`, `target_noise`, `target_noise_clip`)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Dict, List, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
-from rlfleet.algorithms.off_policy import soft_update
+from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_policy import frozen
 from rlfleet.models.distributions import ActionDistribution
 from rlfleet.policy.sample_batch import SampleBatch
@@ -116,7 +116,6 @@ class DDPGTorchPolicy(TorchPolicy):
             raise ValueError(f"DDPG/TD3 need a 1-D Box action space, got {action_space}; use DQN or SAC "
                              "for discrete actions")
         super().__init__(observation_space, action_space, config, **kwargs)
-        self.num_critic_updates = 0
 
     def make_model_and_action_dist(self):
         cfg = self.config
@@ -128,38 +127,22 @@ class DDPGTorchPolicy(TorchPolicy):
                           critic_hidden_activation=cfg["critic_hidden_activation"], twin_q=bool(cfg["twin_q"]))
         return Deterministic, model
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        self.actor_optimizer = torch.optim.Adam(self.model.actor_parameters(), lr=self.config["actor_lr"])
-        # `self.optimizer` (the one TorchPolicy knows) is the critic's.
-        return torch.optim.Adam(self.model.critic_parameters(), lr=self.config["critic_lr"])
+    def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        # The critic first: it steps every update, the actor only when `optimizers_to_step` says.
+        return {
+            "critic": self.make_adam(self.model.critic_parameters(), lr=self.config["critic_lr"]),
+            "actor": self.make_adam(self.model.actor_parameters(), lr=self.config["actor_lr"]),
+        }
+
+    def optimizers_to_step(self) -> List[str]:
+        """TD3's delayed policy updates: the actor (and, through the targets, the target
+        actor) moves every `policy_delay` critic updates, starting with the first."""
+        if self.num_grad_updates % int(self.config["policy_delay"]) == 0:
+            return ["critic", "actor"]
+        return ["critic"]
 
     def loss(self, model, dist_class, train_batch):
         return ddpg_losses(self, model, dist_class, train_batch)
-
-    def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
-        result: Dict[str, Any] = {}
-        if self._learn_hook:
-            self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
-        losses, stats = self.loss(self.model, self.dist_class, self.to_tensors(samples))
-        update_actor = self.num_critic_updates % int(self.config["policy_delay"]) == 0
-        self.num_critic_updates += 1
-        steps = [("critic", self.optimizer, self.model.critic_parameters())]
-        if update_actor:
-            steps.append(("actor", self.actor_optimizer, self.model.actor_parameters()))
-        for _, opt, _ in steps:
-            opt.zero_grad(set_to_none=True)
-        # Disjoint parameters (see `ddpg_losses`): one backward pass serves both.
-        (losses["critic"] + losses["actor"] if update_actor else losses["critic"]).backward()
-        grad_clip = self.config.get("grad_clip")
-        for name, opt, params in steps:
-            if grad_clip is not None:
-                stats[f"{name}_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-            opt.step()
-        result["td_error"] = stats.pop("td_error").numpy()
-        result["learner_stats"] = {k: float(v) for k, v in stats.items()}
-        if hasattr(self.exploration, "get_info"):
-            result["learner_stats"].update(self.exploration.get_info())
-        return result
 
     def update_target(self, tau: float = None) -> None:
         """Polyak-averages actor and critics into their targets with `tau` (default: config `tau`)."""
@@ -169,20 +152,3 @@ class DDPGTorchPolicy(TorchPolicy):
         soft_update(m.target_critic, m.critic, tau)
         if m.twin_critic is not None:
             soft_update(m.target_twin_critic, m.twin_critic, tau)
-
-    def get_state(self) -> Dict[str, Any]:
-        state = super().get_state()
-        state["num_critic_updates"] = int(self.num_critic_updates)
-        if "optimizer" in state:  # the checkpoint format keeps optimizer state: keep the actor's too
-            from rlfleet.policy.torch_policy import optimizer_state
-
-            state["actor_optimizer"] = optimizer_state(self.actor_optimizer)
-        return state
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        self.num_critic_updates = int(state.get("num_critic_updates", 0))
-        if "actor_optimizer" in state:
-            from rlfleet.policy.torch_policy import load_optimizer_state
-
-            load_optimizer_state(self.actor_optimizer, state["actor_optimizer"])

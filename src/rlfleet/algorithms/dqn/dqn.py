@@ -3,55 +3,55 @@ dueling heads, n-step returns, prioritized replay, noisy nets and C51. SimpleQ i
 plain variant (none of those)."""
 from __future__ import annotations
 
-from rlfleet.algorithms.dqn.dqn_policy import DQNTorchPolicy
-from rlfleet.algorithms.off_policy import OffPolicyTrainer, replay_config
-from rlfleet.config import with_common_config
+from typing import List
 
-# SimpleQ's keys (the reference's SimpleQ defaults), DQN's own added below.
-_SIMPLE_Q_KEYS = {
-    "exploration_config": {
+from rlfleet.algorithms.dqn.dqn_policy import DQNTorchPolicy
+from rlfleet.algorithms.off_policy import OffPolicyTrainer
+from rlfleet.algorithms.replay_keys import replay_keys
+from rlfleet.config import (ConfigKey, algorithm_config, finite_number, int_at_least, number_above,
+                            number_in, optional, override, positive_int_list, with_defaults)
+
+K = ConfigKey
+
+ALGO_KEYS: List[ConfigKey] = [
+    # The reference's SimpleQ rows.
+    override("exploration_config", {
         "type": "EpsilonGreedy",
         "initial_epsilon": 1.0,
         "final_epsilon": 0.02,
         "epsilon_timesteps": 10000,
-    },
-    "evaluation_config": {"explore": False},
-    # One train() call runs at least this many env steps (and `min_iter_time_s` seconds).
-    "timesteps_per_iteration": 1000,
-    "lr": 5e-4,
-    "adam_epsilon": 1e-8,
-    "grad_clip": 40,
-    "rollout_fragment_length": 4,
-    "train_batch_size": 32,
-    "num_workers": 0,
-    "min_iter_time_s": 1,
-}
+    }),
+    override("evaluation_config", {"explore": False}),
+    override("timesteps_per_iteration", 1000),
+    override("lr", 5e-4),
+    K("adam_epsilon", 1e-8, "Adam's epsilon.", number_above(0)),
+    K("grad_clip", 40, "Clip the global gradient norm to this; None: no clipping.",
+      optional(number_above(0), "no clipping")),
+    override("rollout_fragment_length", 4),
+    override("train_batch_size", 32),
+    override("num_workers", 0),
+    override("min_iter_time_s", 1),
+    *replay_keys(),
+    # DQN's own: the Rainbow extensions.
+    K("num_atoms", 1, "C51: atoms of the return distribution (1: plain expected Q; > 1: C51).", int_at_least(1)),
+    K("v_min", -10.0, "C51: lowest return of the distribution's support.", finite_number),
+    K("v_max", 10.0, "C51: highest return of the distribution's support.", finite_number),
+    K("noisy", False, "Noisy nets: noisy linear layers in the Q heads explore through their noise."),
+    K("sigma0", 0.5, "Noisy nets: initial noise scale, sigma0 / sqrt(fan_in).", number_in(0)),
+    K("dueling", True, "Dueling heads: separate state-value and advantage streams."),
+    K("hiddens", [256], "Hidden layers (ReLU) of each Q head after the model's layers.", positive_int_list),
+    K("double_q", True, "Double Q-learning: the online net picks the target's action."),
+    K("lr_schedule", None, "Learning rate over timesteps: [[timestep, lr], ...]; None keeps lr."),
+]
 
-DEFAULT_CONFIG = with_common_config({
-    **_SIMPLE_Q_KEYS,
-    **replay_config(),
-    # C51: atoms of the return distribution (1: plain expected Q) and its support.
-    "num_atoms": 1,
-    "v_min": -10.0,
-    "v_max": 10.0,
-    # Noisy nets: noisy head layers with initial sigma0 / sqrt(fan_in).
-    "noisy": False,
-    "sigma0": 0.5,
-    # Dueling value/advantage heads, each with `hiddens` hidden layers (ReLU).
-    "dueling": True,
-    "hiddens": [256],
-    "double_q": True,
-    "n_step": 1,
-    "lr_schedule": None,
+DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
+
+# SimpleQ is DQN with every extension off.
+SIMPLE_Q_KEYS: List[ConfigKey] = with_defaults(ALGO_KEYS, {
+    "prioritized_replay": False, "dueling": False, "hiddens": [], "double_q": False,
 })
 
-SIMPLE_Q_DEFAULT_CONFIG = with_common_config({
-    **_SIMPLE_Q_KEYS,
-    **replay_config(prioritized_replay=False),
-    # SimpleQ is DQN with every extension off.
-    "num_atoms": 1, "v_min": -10.0, "v_max": 10.0, "noisy": False, "sigma0": 0.5,
-    "dueling": False, "hiddens": [], "double_q": False, "n_step": 1, "lr_schedule": None,
-})
+SIMPLE_Q_DEFAULT_CONFIG = algorithm_config(SIMPLE_Q_KEYS)
 
 
 class DQNTrainer(OffPolicyTrainer):
@@ -59,18 +59,15 @@ class DQNTrainer(OffPolicyTrainer):
 
     _name = "DQN"
     _default_config = DEFAULT_CONFIG
+    _algo_keys = ALGO_KEYS
     _policy_class = DQNTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
         super().validate_algorithm_config(config)
-        atoms = config["num_atoms"]
-        if isinstance(atoms, bool) or not isinstance(atoms, int) or atoms < 1:
-            raise ValueError(f"'num_atoms': {atoms!r} must be an int >= 1 (1: expected Q; > 1: C51)")
-        if atoms > 1 and not config["v_min"] < config["v_max"]:
-            raise ValueError(f"'v_min' ({config['v_min']!r}) must be < 'v_max' ({config['v_max']!r})")
-        hiddens = config["hiddens"]
-        if not isinstance(hiddens, (list, tuple)) or not all(isinstance(h, int) and h > 0 for h in hiddens):
-            raise ValueError(f"'hiddens': {hiddens!r} must be a list of ints > 0")
+        # Rules that span several keys; each key's own range is its ConfigKey's check.
+        if config["num_atoms"] > 1 and not config["v_min"] < config["v_max"]:
+            raise ValueError(f"'v_min' ({config['v_min']!r}) must be < 'v_max' ({config['v_max']!r}) "
+                             f"for C51 ('num_atoms': {config['num_atoms']})")
 
 
 class SimpleQTrainer(DQNTrainer):
@@ -78,3 +75,4 @@ class SimpleQTrainer(DQNTrainer):
 
     _name = "SimpleQ"
     _default_config = SIMPLE_Q_DEFAULT_CONFIG
+    _algo_keys = SIMPLE_Q_KEYS

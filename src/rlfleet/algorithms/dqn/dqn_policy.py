@@ -3,18 +3,17 @@ cross-entropy against the projected target distribution; importance-weighted for
 prioritized replay; n-step targets discounted by gamma ** n_steps."""
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Dict, Tuple
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
-from rlfleet.algorithms.off_policy import soft_update
+from rlfleet.models.target_network import soft_update
 from rlfleet.models.distributions import Categorical
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.torch_policy import TorchPolicy
+from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 
 SB = SampleBatch
@@ -105,8 +104,9 @@ class DQNTorchPolicy(TorchPolicy):
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"DQN needs a Discrete action space, got {action_space}; use SAC, DDPG or TD3 "
-                             "for Box actions")
+            hint = ("SAC, DDPG or TD3 for Box actions" if isinstance(action_space, gym.spaces.Box)
+                    else "PPO or PG, which take every action space")
+            raise ValueError(f"DQN (and SimpleQ) needs a Discrete action space, got {action_space}; use {hint}")
         super().__init__(observation_space, action_space, config, **kwargs)
         self.model.set_noise(True, self.generator)
 
@@ -117,8 +117,10 @@ class DQNTorchPolicy(TorchPolicy):
                          f"{self.policy_id}_dqn", q_config=q_config)
         return Categorical, model
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.model.q_net.parameters(), lr=self.cur_lr, eps=self.config["adam_epsilon"])
+    def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        # Only the online net learns; the target net follows it in `update_target`.
+        return {DEFAULT_OPTIMIZER: self.make_adam(self.model.q_net.parameters(), lr=self.cur_lr,
+                                                  eps=self.config["adam_epsilon"])}
 
     def compute_actions(self, obs_batch, state_batches=None, *args, explore=None, **kwargs):
         explore = self.config.get("explore", True) if explore is None else explore
@@ -133,19 +135,6 @@ class DQNTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return dqn_loss(self, model, dist_class, train_batch)
-
-    def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
-        """One gradient step; returns learner stats and the per-sample TD errors."""
-        result: Dict[str, Any] = {}
-        if self._learn_hook:
-            self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
-        stats = self._step(self.to_tensors(samples))
-        result["td_error"] = stats.pop("td_error").numpy()
-        result["learner_stats"] = {k: float(v) for k, v in stats.items()}
-        result["learner_stats"]["cur_lr"] = self.cur_lr
-        if hasattr(self.exploration, "get_info"):
-            result["learner_stats"].update(self.exploration.get_info())
-        return result
 
     def update_target(self, tau: float = 1.0) -> None:
         """Copies the online Q-network into the target network (tau < 1: Polyak average)."""

@@ -1,12 +1,12 @@
 """Vanilla policy gradient (REINFORCE with discounted returns, Williams 1992)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 
 from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
-from rlfleet.config import with_common_config
+from rlfleet.config import ConfigKey, algorithm_config, override
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
 from rlfleet.rollout.postprocessing import compute_advantages
@@ -14,10 +14,12 @@ from rlfleet.trainer import Trainer
 
 SB = SampleBatch
 
-DEFAULT_CONFIG = with_common_config({
-    "num_workers": 0,
-    "lr": 0.0004,
-})
+ALGO_KEYS: List[ConfigKey] = [
+    override("num_workers", 0),
+    override("lr", 0.0004),
+]
+
+DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
 def pg_loss(policy, model, dist_class, batch: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
@@ -47,6 +49,7 @@ class PGTrainer(Trainer):
 
     _name = "PG"
     _default_config = DEFAULT_CONFIG
+    _algo_keys = ALGO_KEYS
     _policy_class = PGTorchPolicy
 
     def training_step(self) -> Dict[str, Any]:

@@ -1,42 +1,48 @@
 """PPO trainer: sample a train batch, standardise advantages, minibatch SGD, adapt KL."""
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
 from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
-from rlfleet.config import with_common_config
+from rlfleet.config import (ConfigKey, algorithm_config, int_at_least, number_above, number_in,
+                            optional, override)
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.postprocessing import standardized
 from rlfleet.trainer import Trainer
 
-DEFAULT_CONFIG = with_common_config({
+K = ConfigKey
+
+ALGO_KEYS: List[ConfigKey] = [
     # Critic and advantage estimation.
-    "use_critic": True,
-    "use_gae": True,
-    "lambda": 1.0,
-    # Initial coefficient of the KL penalty, adapted towards `kl_target`.
-    "kl_coeff": 0.2,
-    "kl_target": 0.01,
-    "rollout_fragment_length": 200,
-    "train_batch_size": 4000,
-    # Minibatch size and passes of SGD over each train batch.
-    "sgd_minibatch_size": 128,
-    "num_sgd_iter": 30,
-    "shuffle_sequences": True,
-    "lr": 5e-5,
-    "lr_schedule": None,
-    "vf_loss_coeff": 1.0,
-    "model": {"vf_share_layers": False},
-    "entropy_coeff": 0.0,
-    "entropy_coeff_schedule": None,
+    K("use_critic", True, "Learn a value function and bootstrap from it (needed by GAE)."),
+    K("use_gae", True, "Generalized Advantage Estimation; False: discounted returns minus the value."),
+    K("lambda", 1.0, "GAE's lambda: 0 is the one-step TD error, 1 the Monte-Carlo return.", number_in(0, 1)),
+    # KL penalty, adapted towards kl_target after each train batch.
+    K("kl_coeff", 0.2, "Initial coefficient of the KL penalty (0: no penalty).", number_in(0)),
+    K("kl_target", 0.01, "KL divergence the penalty coefficient is adapted towards.", number_above(0)),
+    override("rollout_fragment_length", 200),
+    override("train_batch_size", 4000),
+    # Minibatch SGD over each train batch.
+    K("sgd_minibatch_size", 128, "Steps per SGD minibatch (<= train_batch_size).", int_at_least(1)),
+    K("num_sgd_iter", 30, "Passes of SGD over each train batch.", int_at_least(1)),
+    K("shuffle_sequences", True, "Shuffle the train batch (whole sequences for RNNs) before each pass."),
+    override("lr", 5e-5),
+    K("lr_schedule", None, "Learning rate over timesteps: [[timestep, lr], ...]; None keeps lr."),
+    K("vf_loss_coeff", 1.0, "Weight of the value loss in the total loss.", number_in(0)),
+    override("model.vf_share_layers", False),
+    K("entropy_coeff", 0.0, "Weight of the entropy bonus.", number_in(0)),
+    K("entropy_coeff_schedule", None, "entropy_coeff over timesteps: [[timestep, coeff], ...]; None keeps it."),
     # Surrogate clip range, and the clip on the squared value error.
-    "clip_param": 0.3,
-    "vf_clip_param": 10.0,
-    "grad_clip": None,
-    "batch_mode": "truncate_episodes",
-    "observation_filter": "NoFilter",
-})
+    K("clip_param", 0.3, "PPO's clip range of the probability ratio: [1 - clip, 1 + clip].", number_above(0)),
+    K("vf_clip_param", 10.0, "Clip on the squared value error (sensitive to the reward scale).", number_above(0)),
+    K("grad_clip", None, "Clip the global gradient norm to this; None: no clipping.",
+      optional(number_above(0), "no clipping")),
+    override("batch_mode", "truncate_episodes"),
+    override("observation_filter", "NoFilter"),
+]
+
+DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
 class PPOTrainer(Trainer):
@@ -44,24 +50,18 @@ class PPOTrainer(Trainer):
 
     _name = "PPO"
     _default_config = DEFAULT_CONFIG
+    _algo_keys = ALGO_KEYS
     _policy_class = PPOTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
+        # Rules that span several keys; each key's own range is its ConfigKey's check.
         if config["sgd_minibatch_size"] > config["train_batch_size"]:
             raise ValueError(
                 f"'sgd_minibatch_size': {config['sgd_minibatch_size']} must be <= 'train_batch_size' "
                 f"({config['train_batch_size']})"
             )
-        if config["entropy_coeff"] < 0:
-            raise ValueError(f"'entropy_coeff': {config['entropy_coeff']} must be >= 0")
         if config["use_gae"] and not config["use_critic"]:
             raise ValueError("'use_gae': True needs 'use_critic': True (GAE is built on the value function)")
-        for key in ("num_sgd_iter", "sgd_minibatch_size"):
-            if not isinstance(config[key], int) or config[key] < 1:
-                raise ValueError(f"'{key}': {config[key]!r} must be an int >= 1")
-        for key in ("clip_param", "vf_clip_param", "kl_target"):
-            if config[key] <= 0:
-                raise ValueError(f"'{key}': {config[key]!r} must be > 0")
 
     def training_step(self) -> Dict[str, Any]:
         # === sample (one SampleBatch per policy) ===

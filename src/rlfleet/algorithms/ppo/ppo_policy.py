@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-import numpy as np
 import torch
 
 from rlfleet.policy.sample_batch import SampleBatch

@@ -8,28 +8,14 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import List
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from rlfleet.models.fcnet import activation_class
+from rlfleet.models.fcnet import dense_net
 from rlfleet.models.torch_model import TorchModel
-
-
-def dense_net(in_size: int, hiddens: List[int], activation: str, out_size: int) -> nn.Sequential:
-    """An MLP with `hiddens` (and `activation`) and a linear output layer."""
-    layers: List[nn.Module] = []
-    act = activation_class(activation)
-    for size in hiddens:
-        layers.append(nn.Linear(in_size, size))
-        if act is not None:
-            layers.append(act())
-        in_size = size
-    layers.append(nn.Linear(in_size, out_size))
-    return nn.Sequential(*layers)
 
 
 class SACModel(TorchModel):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Dict, Tuple
+from typing import Dict, Tuple
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from rlfleet.algorithms.off_policy import soft_update
+from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.models.distributions import Categorical, SquashedGaussian
 from rlfleet.policy.sample_batch import SampleBatch
@@ -135,7 +135,8 @@ def sac_losses(policy: "SACTorchPolicy", model: SACModel, dist_class, batch: Dic
 
 
 class SACTorchPolicy(TorchPolicy):
-    """Acts by sampling its (squashed Gaussian or categorical) policy; three optimizers."""
+    """Acts by sampling its (squashed Gaussian or categorical) policy; three optimizers
+    (critic, actor, alpha), each stepped on its own loss by TorchPolicy."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
 
@@ -178,56 +179,17 @@ class SACTorchPolicy(TorchPolicy):
                          twin_q=bool(cfg["twin_q"]), initial_alpha=cfg["initial_alpha"])
         return dist_class, model
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
+    def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        # eps=1e-7: the reference's (Keras') Adam epsilon; the `optimizer` config key overrides it.
         opt = self.config["optimization"]
-        self.actor_optimizer = torch.optim.Adam(self.model.policy_parameters(), lr=opt["actor_learning_rate"],
-                                                eps=1e-7)
-        self.alpha_optimizer = torch.optim.Adam([self.model.log_alpha], lr=opt["entropy_learning_rate"], eps=1e-7)
-        # `self.optimizer` (the one TorchPolicy knows) is the critic's.
-        return torch.optim.Adam(self.model.q_parameters(), lr=opt["critic_learning_rate"], eps=1e-7)
+        return {
+            "critic": self.make_adam(self.model.q_parameters(), lr=opt["critic_learning_rate"], eps=1e-7),
+            "actor": self.make_adam(self.model.policy_parameters(), lr=opt["actor_learning_rate"], eps=1e-7),
+            "alpha": self.make_adam([self.model.log_alpha], lr=opt["entropy_learning_rate"], eps=1e-7),
+        }
 
     def loss(self, model, dist_class, train_batch):
         return sac_losses(self, model, dist_class, train_batch)
-
-    def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
-        """One step of each optimizer, each on the gradient of its own loss only."""
-        result: Dict[str, Any] = {}
-        if self._learn_hook:
-            self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
-        losses, stats = self.loss(self.model, self.dist_class, self.to_tensors(samples))
-        grad_clip = self.config.get("grad_clip")
-        steps = (("critic", self.optimizer, self.model.q_parameters()),
-                 ("actor", self.actor_optimizer, self.model.policy_parameters()),
-                 ("alpha", self.alpha_optimizer, [self.model.log_alpha]))
-        for _, opt, _ in steps:
-            opt.zero_grad(set_to_none=True)
-        # The losses touch disjoint parameters (see `sac_losses`): one backward for all three.
-        (losses["critic"] + losses["actor"] + losses["alpha"]).backward()
-        for name, opt, params in steps:
-            if grad_clip is not None:
-                stats[f"{name}_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-            opt.step()
-        result["td_error"] = stats.pop("td_error").numpy()
-        result["learner_stats"] = {k: float(v) for k, v in stats.items()}
-        return result
-
-    def get_state(self) -> Dict[str, Any]:
-        state = super().get_state()
-        if "optimizer" in state:  # the checkpoint format keeps optimizer state: keep all of ours
-            from rlfleet.policy.torch_policy import optimizer_state
-
-            for name in ("actor_optimizer", "alpha_optimizer"):
-                state[name] = optimizer_state(getattr(self, name))
-        return state
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        names = [name for name in ("actor_optimizer", "alpha_optimizer") if name in state]
-        if names:
-            from rlfleet.policy.torch_policy import load_optimizer_state
-
-            for name in names:
-                load_optimizer_state(getattr(self, name), state[name])
 
     def update_target(self, tau: float = None) -> None:
         """Polyak-averages the Q-nets into their targets with `tau` (default: config `tau`)."""

@@ -2,18 +2,20 @@
 delayed actor updates, target policy smoothing, Gaussian exploration noise)."""
 from __future__ import annotations
 
-from rlfleet.algorithms.ddpg.ddpg import DEFAULT_CONFIG as DDPG_CONFIG
-from rlfleet.algorithms.ddpg.ddpg import DDPGTrainer
-from rlfleet.config import merge_configs
+from typing import List
 
-DEFAULT_CONFIG = merge_configs(DDPG_CONFIG, {
+from rlfleet.algorithms.ddpg.ddpg import ALGO_KEYS as DDPG_KEYS
+from rlfleet.algorithms.ddpg.ddpg import DDPGTrainer
+from rlfleet.config import ConfigKey, algorithm_config, with_defaults
+
+ALGO_KEYS: List[ConfigKey] = with_defaults(DDPG_KEYS, {
     "twin_q": True,
     "policy_delay": 2,
     "smooth_target_policy": True,
     "target_noise": 0.2,
     "target_noise_clip": 0.5,
     "exploration_config": {
-        # The type changes, so this dict replaces DDPG's whole (no OU keys left over).
+        # Another type than DDPG's: this dict is the whole exploration config.
         "type": "GaussianNoise",
         "random_timesteps": 10000,
         "stddev": 0.1,
@@ -37,7 +39,9 @@ DEFAULT_CONFIG = merge_configs(DDPG_CONFIG, {
     "buffer_size": int(1e6),
     "prioritized_replay": False,
     "clip_rewards": False,
-}, allow_unknown_configs=False, override_all_subkeys_if_type_changes=["exploration_config"])
+})
+
+DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
 class TD3Trainer(DDPGTrainer):
@@ -45,3 +49,4 @@ class TD3Trainer(DDPGTrainer):
 
     _name = "TD3"
     _default_config = DEFAULT_CONFIG
+    _algo_keys = ALGO_KEYS

@@ -22,7 +22,6 @@ The wrappers need only the ALE's `get_action_meanings()` and `ale.lives()` (or `
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
 
 import gymnasium as gym
 import numpy as np

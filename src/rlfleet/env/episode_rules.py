@@ -1,0 +1,72 @@
+"""When an episode ends, and whether its end is terminal: the one place for these rules.
+
+Gymnasium's `terminated` / `truncated` plus the reference's `horizon`, `soft_horizon` and
+`no_done_at_end` decide, after every env step, three things:
+
+- `over`: the episode ends here (for metrics and for learning);
+- `terminal`: its last transition does not bootstrap (False: bootstrap from V(final obs));
+- `reset`: the env is reset (False only for a soft horizon: the env goes on and the next
+  episode starts from the current observation).
+
+| cause                         | over | terminal              | reset |
+| ----------------------------- | ---- | --------------------- | ----- |
+| env `terminated`              | yes  | not `no_done_at_end`  | yes   |
+| env `truncated`               | yes  | no                    | yes   |
+| `horizon` hit                 | yes  | no                    | yes   |
+| `horizon` hit, `soft_horizon` | yes  | not `no_done_at_end`  | no    |
+
+The single-agent vector env, the multi-agent sampler (per agent and for the whole
+episode) and evaluation all ask an `EpisodeRules` instance; none re-derives them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+
+class EpisodeEnd(NamedTuple):
+    over: bool
+    terminal: bool
+    reset: bool
+
+
+NOT_OVER = EpisodeEnd(False, False, False)
+
+
+@dataclass(frozen=True)
+class EpisodeRules:
+    """The episode-end settings of one worker.
+
+    Attributes:
+        horizon: end episodes after this many env steps (None: only the env decides).
+        soft_horizon: at the horizon, end the episode without resetting the env.
+        no_done_at_end: never mark an episode end as terminal (every end bootstraps).
+    """
+
+    horizon: Optional[int] = None
+    soft_horizon: bool = False
+    no_done_at_end: bool = False
+
+    @classmethod
+    def from_config(cls, config: dict) -> "EpisodeRules":
+        horizon = config.get("horizon")
+        return cls(None if horizon is None else int(horizon), bool(config.get("soft_horizon")),
+                   bool(config.get("no_done_at_end")))
+
+    def at_horizon(self, length: int) -> bool:
+        """Whether an episode `length` env steps long has reached the horizon."""
+        return self.horizon is not None and length >= self.horizon
+
+    def terminal(self, terminated: bool) -> bool:
+        """Whether an env-given `terminated` stays terminal (not under `no_done_at_end`)."""
+        return bool(terminated) and not self.no_done_at_end
+
+    def end(self, terminated: bool, truncated: bool, length: int) -> EpisodeEnd:
+        """The outcome of a step after which the episode is `length` env steps long."""
+        if terminated or truncated:
+            return EpisodeEnd(True, self.terminal(terminated), True)
+        if self.at_horizon(length):
+            if self.soft_horizon:  # the reference's "pretend done"
+                return EpisodeEnd(True, not self.no_done_at_end, False)
+            return EpisodeEnd(True, False, True)
+        return NOT_OVER

@@ -1,0 +1,105 @@
+"""The resources a trainer asks for (one bundle for the driver, one per remote worker, one
+per evaluation worker: the reference's `default_resource_request`), and the driver process's
+own settings (`configure_driver`).
+
+Tune reserves a trainer's request as one placement group; `Trainer.default_resource_request`
+returns it for a config.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+
+@dataclass
+class ResourceRequest:
+    """The resources one trainer asks for: one bundle for the driver (the trainer process
+    and its local worker), one per remote worker, one per evaluation worker.
+
+    Attributes:
+        bundles: `{"CPU": n, "GPU": n, <custom resource>: n}` per bundle; bundle 0 is the driver.
+        strategy: the placement-group strategy (`placement_strategy`: PACK, SPREAD, ...).
+    """
+
+    bundles: List[Dict[str, float]] = field(default_factory=list)
+    strategy: str = "PACK"
+
+    def required_resources(self) -> Dict[str, float]:
+        """The bundles summed per resource."""
+        total: Dict[str, float] = {}
+        for bundle in self.bundles:
+            for name, amount in bundle.items():
+                total[name] = total.get(name, 0) + amount
+        return total
+
+    def to_placement_group_factory(self):
+        """The same request as a Ray Tune `PlacementGroupFactory` (needs `ray[tune]`)."""
+        from rlfleet.utils.ray_utils import import_ray
+
+        import_ray()
+        from ray.tune import PlacementGroupFactory
+
+        return PlacementGroupFactory(self.bundles, strategy=self.strategy)
+
+
+def default_resource_request(default_config: dict, config: Optional[dict]) -> ResourceRequest:
+    """The resources a trainer with `default_config` needs when given `config`.
+
+    Bundle 0 is the driver (`num_cpus_for_driver`, `num_gpus`), then one bundle per remote
+    worker (`num_cpus_per_worker`, `num_gpus_per_worker`, `custom_resources_per_worker`),
+    then one per evaluation worker (the evaluation config's per-worker resources) when
+    evaluation is on.
+
+    Args:
+        default_config: the algorithm's `DEFAULT_CONFIG`.
+        config: a (partial) config; missing keys take the defaults.
+    """
+    cf = dict(default_config, **(config or {}))
+    eval_cf = cf.get("evaluation_config") or {}
+
+    def worker_bundle(c: dict) -> Dict[str, float]:
+        bundle = {"CPU": c.get("num_cpus_per_worker", cf["num_cpus_per_worker"]),
+                  "GPU": c.get("num_gpus_per_worker", cf["num_gpus_per_worker"])}
+        bundle.update(c.get("custom_resources_per_worker", cf.get("custom_resources_per_worker")) or {})
+        return bundle
+
+    bundles = [{"CPU": cf["num_cpus_for_driver"], "GPU": cf["num_gpus"]}]
+    bundles += [worker_bundle(cf) for _ in range(int(cf["num_workers"]))]
+    # Evaluation workers exist when evaluation is on (evaluation workers alone turn it on:
+    # validate_config sets evaluation_interval to 1 then).
+    n_eval = int(cf.get("evaluation_num_workers") or 0)
+    if cf.get("evaluation_interval") or n_eval:
+        bundles += [worker_bundle(eval_cf) for _ in range(n_eval)]
+    return ResourceRequest(bundles=bundles, strategy=cf.get("placement_strategy") or "PACK")
+
+
+def limit_torch_threads(num_cpus: float) -> None:
+    """Caps torch's intra-op threads at the CPUs the driver was given (`num_cpus_for_driver`).
+
+    The nets RL trains are small: extra threads buy nothing on an idle machine (PPO on
+    CartPole takes the same time with 1 or 2) and cost 10-20x on a loaded one, where
+    they wait on each other. An explicit `OMP_NUM_THREADS` wins, as Ray's does for
+    remote workers.
+    """
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    import torch
+
+    torch.set_num_threads(max(1, int(math.ceil(num_cpus))))
+
+
+def configure_driver(config: dict) -> None:
+    """Sets up the trainer's own process as the config asks: `extra_python_environs_for_driver`,
+    torch threads for `num_cpus_for_driver`, and `log_level` for rlfleet's loggers."""
+    for key, value in (config.get("extra_python_environs_for_driver") or {}).items():
+        os.environ[str(key)] = str(value)
+    limit_torch_threads(config["num_cpus_for_driver"])
+    if config.get("log_level"):
+        level = config["log_level"]
+        logging.getLogger("rlfleet").setLevel("WARNING" if level == "WARN" else level)
+
+
+__all__ = ["ResourceRequest", "configure_driver", "default_resource_request", "limit_torch_threads"]

@@ -1,0 +1,119 @@
+"""What every sampler offers (`Sampler`), and the per-run settings it reads once (`SamplerSettings`).
+
+A RolloutWorker holds one sampler, chosen by `rollout_worker.make_sampler`: the vectorised
+fast path (`sampler.SingleAgentSampler`: one policy, a single-agent env) or the general path
+(`multi_agent_sampler.MultiAgentSampler`: policy mapping, per-agent trajectories). Offline
+readers and fake samplers implement the same protocol.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Protocol, Union, runtime_checkable
+
+import numpy as np
+
+from rlfleet.env.episode_rules import EpisodeRules
+from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlfleet.rollout.episode import RolloutMetrics
+
+RewardClipper = Callable[[np.ndarray], np.ndarray]
+
+
+def make_reward_clipper(clip_rewards: Any, is_atari: bool) -> Optional[RewardClipper]:
+    """The reward transform `clip_rewards` asks for (None: sign-clip for Atari only)."""
+    if clip_rewards is None:
+        clip_rewards = is_atari
+    if clip_rewards is False:
+        return None
+    if clip_rewards is True:
+        return np.sign
+    if isinstance(clip_rewards, (int, float)):
+        bound = float(clip_rewards)
+        return lambda r: np.clip(r, -bound, bound)
+    lo, hi = clip_rewards
+    return lambda r: np.clip(r, float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """The config keys a sampler reads, read once when it is built.
+
+    Attributes:
+        fragment_length: `rollout_fragment_length` (steps per sub-env per batch).
+        complete_episodes: `batch_mode == "complete_episodes"`.
+        explore: `explore` (None: each policy's own setting).
+        normalize_actions, clip_actions: how actions go to the env (`env_actions`).
+        reward_clipper: from `clip_rewards` (Atari envs sign-clip by default).
+        compress_observations: LZ4-compress `obs` / `new_obs` of every batch.
+        render: `render_env`: render sub-env 0 after each step.
+        rules: the episode-end rules (`horizon`, `soft_horizon`, `no_done_at_end`).
+        count_agent_steps: `multiagent.count_steps_by == "agent_steps"`.
+        observation_fn: `multiagent.observation_fn`.
+        episode_id_base: added to episode counters so ids are unique across workers.
+    """
+
+    fragment_length: int
+    complete_episodes: bool
+    explore: Optional[bool]
+    normalize_actions: bool
+    clip_actions: bool
+    reward_clipper: Optional[RewardClipper]
+    compress_observations: bool
+    render: bool
+    rules: EpisodeRules
+    count_agent_steps: bool
+    observation_fn: Optional[Callable]
+    episode_id_base: int
+
+    @classmethod
+    def from_config(cls, config: dict, *, is_atari: bool = False, worker_index: int = 0) -> "SamplerSettings":
+        ma = config.get("multiagent") or {}
+        return cls(
+            fragment_length=int(config["rollout_fragment_length"]),
+            complete_episodes=config["batch_mode"] == "complete_episodes",
+            explore=config.get("explore", True),
+            normalize_actions=bool(config.get("normalize_actions", True)),
+            clip_actions=bool(config.get("clip_actions", False)),
+            reward_clipper=make_reward_clipper(config.get("clip_rewards"), is_atari),
+            compress_observations=bool(config.get("compress_observations", False)),
+            render=bool(config.get("render_env")),
+            rules=EpisodeRules.from_config(config),
+            count_agent_steps=ma.get("count_steps_by", "env_steps") == "agent_steps",
+            observation_fn=ma.get("observation_fn"),
+            episode_id_base=int(worker_index) << 40,
+        )
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """What a RolloutWorker asks of its sampler.
+
+    Attributes:
+        settings: the `SamplerSettings` it runs with.
+        steps_since_sync: env steps since the policies' global timestep was last set (the
+            exploration schedules act at `global_timestep + steps_since_sync`).
+    """
+
+    settings: SamplerSettings
+    steps_since_sync: int
+
+    def sample(self) -> Union[SampleBatch, MultiAgentBatch]:
+        """One batch: `rollout_fragment_length * num_envs` steps, or complete episodes."""
+
+    def sample_episodes(self, num_episodes: int) -> List[RolloutMetrics]:
+        """Runs `num_episodes` more episodes to their end; returns their metrics."""
+
+    def pop_metrics(self) -> List[RolloutMetrics]:
+        """Metrics of the episodes finished since the last call."""
+
+    def perf_stats(self) -> Dict[str, float]:
+        """Mean time per step in env, inference and processing (ms)."""
+
+    def restart(self) -> None:
+        """Drops the episodes in flight; the next collection resets every sub-env."""
+
+    def get_state(self) -> Dict[str, Any]:
+        """JSON-able state that must survive a checkpoint (e.g. the episode counter)."""
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        """Applies `get_state()` output."""

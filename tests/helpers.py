@@ -1,0 +1,107 @@
+"""Helpers shared by several test files: the tuned examples, and training to a target.
+
+Learning tests read their hyperparameters from `tuned_examples/` through these helpers, so a
+tuned example and the test that guards it cannot drift apart (STYLE.md: no inline copies).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Tuple
+
+TUNED_EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "tuned_examples"
+
+
+@dataclass(frozen=True)
+class TunedExample:
+    """One experiment of a tuned-example YAML file, read as `rlfleet train -f FILE` reads it.
+
+    Attributes:
+        relpath: the file, relative to `tuned_examples/` (e.g. "ppo/cartpole-ppo.yaml").
+        name: the experiment's name in the file.
+        run: the algorithm name (e.g. "PPO").
+        env: the env spec (a Gymnasium id, a registered name or a "pkg.mod:Class" path).
+        stop: the stop criteria (e.g. {"episode_reward_mean": 450, "timesteps_total": 200000}).
+        config: the trainer config, with `env` set as the CLI sets it. A test that runs the
+            example on another env passes `env=` to the trainer, which wins over it.
+    """
+
+    relpath: str
+    name: str
+    run: str
+    env: Any
+    stop: Dict[str, float]
+    config: Dict[str, Any]
+
+    @property
+    def test_id(self) -> str:
+        """The file, plus the experiment's name where it differs from the file's stem."""
+        same = self.name == Path(self.relpath).stem
+        return self.relpath if same else f"{self.relpath}:{self.name}"
+
+
+def tuned_example_files() -> List[Path]:
+    """Every tuned-example YAML file, sorted (a new file is picked up without a test edit)."""
+    return sorted(TUNED_EXAMPLES_DIR.rglob("*.yaml"))
+
+
+def load_tuned_examples(path: Path | str) -> List[TunedExample]:
+    """The experiments of one tuned-example file, parsed by the CLI's own loader.
+
+    Args:
+        path: the YAML file, absolute or relative to `tuned_examples/`.
+
+    Returns:
+        One TunedExample per experiment, in file order.
+    """
+    from rlfleet import cli  # lazily: importing this module stays cheap
+
+    path = Path(path)
+    if not path.is_absolute():
+        path = TUNED_EXAMPLES_DIR / path
+    args = cli.build_parser().parse_args(["train", "-f", str(path)])
+    relpath = path.relative_to(TUNED_EXAMPLES_DIR).as_posix()
+    return [TunedExample(relpath=relpath, name=exp.name, run=exp.run, env=exp.env, stop=dict(exp.stop),
+                         config=exp.config)
+            for exp in cli.load_experiments(args)]
+
+
+def load_tuned_example(relpath: str) -> TunedExample:
+    """The one experiment of a tuned-example file (for tests that vary a single example)."""
+    (example,) = load_tuned_examples(relpath)
+    return example
+
+
+def all_tuned_examples() -> List[TunedExample]:
+    """Every experiment of every tuned-example file."""
+    return [example for path in tuned_example_files() for example in load_tuned_examples(path)]
+
+
+def mean_episode_reward(result: Mapping[str, Any]) -> float:
+    return result["episode_reward_mean"]
+
+
+def train_until(trainer: Any, *, reward: float, max_timesteps: int,
+                score: Callable[[Mapping[str, Any]], float] = mean_episode_reward,
+                ) -> Tuple[Mapping[str, Any], List[Tuple[int, float]]]:
+    """Calls `trainer.train()` until `score(result) >= reward` or `max_timesteps` env steps.
+
+    The caller stops the trainer (so it can still inspect it afterwards).
+
+    Args:
+        trainer: a built trainer.
+        reward: the score that ends training.
+        max_timesteps: the env-step budget (`timesteps_total`) that ends training regardless.
+        score: what is compared with `reward`; default the mean episode return. Multi-agent
+            tests pass e.g. `lambda r: min(r["policy_reward_mean"].values())`.
+
+    Returns:
+        The last result, and the history `[(timesteps_total, score), ...]` of every iteration
+        (for failure messages).
+    """
+    history: List[Tuple[int, float]] = []
+    while True:
+        result = trainer.train()
+        history.append((result["timesteps_total"], score(result)))
+        if score(result) >= reward or result["timesteps_total"] >= max_timesteps:
+            return result, history
