@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(BIN)/rlfleet train -f tuned_examples/ppo/cartpole-ppo.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

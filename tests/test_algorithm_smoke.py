@@ -34,6 +34,14 @@ SUPPORTED_ACTION_SPACES = {
     "SAC": {"Box", "Discrete"},
     "DDPG": {"Box"},
     "TD3": {"Box"},
+    "A2C": set(ACTION_SPACES),
+    "A3C": set(ACTION_SPACES),
+    "IMPALA": set(ACTION_SPACES),
+    "APPO": set(ACTION_SPACES),
+    "APEX": {"Discrete"},
+    "BC": set(ACTION_SPACES),
+    "MARWIL": set(ACTION_SPACES),
+    "CQL": {"Box"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -50,6 +58,18 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
              "exploration_config": {"random_timesteps": 16}},
     "TD3": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16],
             "exploration_config": {"random_timesteps": 16}},
+    "A2C": {"rollout_fragment_length": 16, "train_batch_size": 32, "model": {"fcnet_hiddens": [16]}},
+    "A3C": {"rollout_fragment_length": 16, "model": {"fcnet_hiddens": [16]}},
+    "IMPALA": {"rollout_fragment_length": 16, "train_batch_size": 32, "min_iter_time_s": 0,
+               "model": {"fcnet_hiddens": [16]}},
+    "APPO": {"rollout_fragment_length": 16, "train_batch_size": 32, "min_iter_time_s": 0,
+             "model": {"fcnet_hiddens": [16]}},
+    "APEX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}, "hiddens": [16], "num_replay_buffer_shards": 2},
+    # Offline learners, fed by the env here ("sampler" input) rather than by files.
+    "BC": {"input": "sampler", "train_batch_size": 32, "model": {"fcnet_hiddens": [16]}},
+    "MARWIL": {"input": "sampler", "train_batch_size": 32, "model": {"fcnet_hiddens": [16]}},
+    "CQL": {"input": "sampler", **_OFF_POLICY, "Q_model": {"fcnet_hiddens": [16]},
+            "policy_model": {"fcnet_hiddens": [16]}, "bc_iters": 4, "num_actions": 2},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)
@@ -105,9 +125,11 @@ def test_two_iterations_learn_and_act_in_the_action_space(algo, space_name, tmp_
     try:
         weights_before = trainer.get_policy().get_weights()
         first, second = trainer.train(), trainer.train()
-
         assert 0 < first["timesteps_total"] < second["timesteps_total"]
         assert second["training_iteration"] == 2
+        # The asynchronous learners (IMPALA, APPO) learn in a thread: give them a few more.
+        while second["num_env_steps_trained"] == 0 and second["training_iteration"] < 20:
+            second = trainer.train()
         assert second["num_env_steps_trained"] > 0
         stats = second["info"]["learner"][DEFAULT_POLICY_ID]["learner_stats"]
         assert stats, f"{algo} reported no learner stats"

@@ -574,3 +574,83 @@ def test_cli_train_checkpoints_then_evaluate(tmp_path, capsys):
 def test_cli_evaluate_bad_checkpoint_is_a_usage_error(tmp_path, capsys):
     assert cli.main(["evaluate", str(tmp_path / "missing"), "--episodes", "1"]) == cli.EXIT_USAGE
     assert "no checkpoint folder at" in capsys.readouterr().err
+
+
+def test_a_failing_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    """Disk full (an OSError) midway through a save: a clear error naming the folder, the
+    earlier checkpoint intact and loadable, no partial files left; the trainer goes on."""
+    import errno
+
+    import rlfleet.checkpoint as ck
+    from rlfleet.checkpoint import CheckpointSaveError
+
+    t = make("PG", tmp_path, "t")
+    t.train()
+    first = t.save()
+    first_manifest = open(os.path.join(first, "manifest.json"), "rb").read()
+    weights_1 = t.get_weights()
+    t.train()
+    real_write = ck.write_safetensors_synced
+    calls = []
+
+    def full_after_one_file(path, arrays):
+        calls.append(path)
+        if len(calls) == 1:
+            return real_write(path, arrays)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:  # part of the file reaches the disk, then it is full
+            f.write(b"\0" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def check_untouched():
+        names = os.listdir(t.logdir)  # no partial or hidden folder left
+        assert [n for n in names if n.startswith((".", "checkpoint"))] == ["checkpoint_1"], names
+        assert open(os.path.join(first, "manifest.json"), "rb").read() == first_manifest
+        read_checkpoint(first)
+
+    monkeypatch.setattr(ck, "write_safetensors_synced", full_after_one_file)
+    with pytest.raises(CheckpointSaveError) as info:
+        t.save()
+    target = os.path.join(t.logdir, "checkpoint_2")
+    assert isinstance(info.value, OSError) and info.value.errno == errno.ENOSPC
+    assert re.search(rf"saving the checkpoint '{re.escape(target)}' failed while writing policies/default_policy/"
+                     r".*\.safetensors: \[Errno 28\] No space left on device\. Nothing was saved", str(info.value))
+    assert isinstance(info.value.__cause__, OSError)
+    check_untouched()
+
+    # Replacing a checkpoint of the same iteration: the manifest write fails, the old one stays.
+    monkeypatch.undo()
+    real_synced = ck.write_synced
+
+    def manifest_fails(path, data):
+        if path.endswith("manifest.json"):
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+        return real_synced(path, data)
+
+    monkeypatch.setattr(ck, "write_synced", manifest_fails)
+    t.iteration = 1
+    with pytest.raises(CheckpointSaveError, match=r"checkpoint_1' failed while writing manifest.json: .*quota"):
+        t.save()
+    check_untouched()
+
+    # The final rename fails: the previous folder (renamed aside first) is put back.
+    monkeypatch.undo()
+    real_rename = os.rename
+
+    def rename_fails(src, dst):
+        if ".tmp-" in os.path.basename(src):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename_fails)
+    with pytest.raises(CheckpointSaveError, match="failed while moving the finished folder into place"):
+        t.save()
+    monkeypatch.undo()
+    check_untouched()
+
+    t.restore(first)
+    _assert_state_equal(t.get_weights(), weights_1)
+    t.iteration = 2
+    assert t.train()["training_iteration"] == 3
+    assert os.path.basename(t.save()) == "checkpoint_3"
+    t.stop()

@@ -114,7 +114,7 @@ def test_train_stops_on_any_criterion(capsys):
     assert len(progress) == 3
     assert "reward     n/a" in progress[0]  # NaN before the first episode ends
     assert progress[1].startswith("iter    2 | steps    2000 | reward  200.00 (min 0.0, max")
-    assert "episodes 6" in progress[1] and progress[1].endswith("1.0s")
+    assert "episodes 6" in progress[1] and "| 1.0s" in progress[1]
     assert err == ""
 
 
@@ -238,10 +238,10 @@ def test_yaml_experiments_with_cli_overrides(tmp_path, capsys):
 
 def test_yaml_unknown_keys_warn(tmp_path, capsys):
     path = tmp_path / "e.yaml"
-    path.write_text("x:\n  run: FAKE\n  env: E\n  num_samples: 4\n  stop: {training_iteration: 1}\n")
+    path.write_text("x:\n  run: FAKE\n  env: E\n  resources_per_trail: {}\n  stop: {training_iteration: 1}\n")
     code, out, err = _run(capsys, "train", "-f", str(path))
     assert code == 0
-    assert "num_samples" in err
+    assert "resources_per_trail" in err
 
 
 def test_local_dir(tmp_path, capsys):
@@ -347,12 +347,6 @@ def test_yaml_errors(tmp_path, capsys):
     assert code == 2 and "experiments" in err
 
 
-def test_grid_search_rejected(capsys):
-    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E", "--config",
-                          '{"lr": {"grid_search": [0.1, 0.01]}}')
-    assert code == 2 and "grid_search" in err and "'lr'" in err
-
-
 def test_invalid_config_is_usage_error(capsys, tmp_path):
     local = tmp_path / "local"
     code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E", "--local-dir",
@@ -411,3 +405,112 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+# --- signals: through `rlfleet train` in a subprocess (issue 17) ------------------------------
+def _descendants(pid: int) -> set:
+    """Pids of every process below `pid` (from /proc)."""
+    children: dict = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _train_until_signal(tmp_path, sig, config, *flags):
+    """Starts `rlfleet train`, sends `sig` once the first iteration's progress line is out;
+    returns (exit code, stdout, the run's folder, the pids below the CLI before the signal)."""
+    import signal as signal_module
+
+    cmd = [sys.executable, "-m", "rlfleet.cli", "train", "--run", "PG", "--env", "CartPole-v1",
+           "--stop", json.dumps({"training_iteration": 10_000}), "--local-dir", str(tmp_path),
+           "--config", json.dumps(config), *flags]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if len(lines) >= 3 and lines[-2].strip().startswith("logdir:"):
+                break  # the first iteration's progress line
+        assert any(line.strip().startswith("logdir:") for line in lines), "".join(lines) + proc.stderr.read()
+        below = _descendants(proc.pid)
+        proc.send_signal(getattr(signal_module, sig))
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stdout = "".join(lines) + out
+    logdir = next(line.split("logdir:", 1)[1].strip() for line in lines if "logdir:" in line)
+    return proc.returncode, stdout, err, logdir, below
+
+
+FAST_PG_RUN = {"train_batch_size": 200, "rollout_fragment_length": 100, "min_iter_time_s": 0.5,
+               "model": {"fcnet_hiddens": [8]}}
+
+
+def _progress_rows(logdir):
+    import csv
+
+    with open(os.path.join(logdir, "progress.csv"), newline="") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], rows[1:]
+    assert body and all(len(r) == len(header) for r in body)  # no torn last line
+    return header, body
+
+
+def test_sigint_finishes_the_iteration_checkpoints_and_exits_130(tmp_path):
+    rc, out, err, logdir, _ = _train_until_signal(tmp_path, "SIGINT", FAST_PG_RUN, "--checkpoint-freq", "1000")
+    assert rc == 130, (out, err)
+    assert "Interrupted (SIGINT) after iteration" in out and out.strip().splitlines()[-1] == f"Results: {logdir}"
+    header, body = _progress_rows(logdir)
+    last = int(body[-1][header.index("training_iteration")])
+    # checkpointing is on (--checkpoint-freq), so the interrupted run saved its last iteration
+    assert os.path.isfile(os.path.join(logdir, f"checkpoint_{last}", "manifest.json"))
+    with open(os.path.join(logdir, "result.json")) as f:
+        assert [json.loads(line)["training_iteration"] for line in f] == list(range(1, last + 1))
+    assert "Traceback" not in err
+
+
+def test_sigterm_with_remote_workers_leaves_no_process(tmp_path):
+    import time
+
+    pytest.importorskip("ray")
+    config = dict(FAST_PG_RUN, num_workers=1)
+    rc, out, err, logdir, below = _train_until_signal(tmp_path, "SIGTERM", config, "--checkpoint-at-end")
+    assert rc == 143, (out, err)
+    assert below, "Ray's processes should have been running below the CLI"
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(p) for p in below):
+        time.sleep(0.5)
+    assert not [p for p in below if _alive(p)]  # Ray's processes ended with the run
+    header, body = _progress_rows(logdir)
+    assert os.path.isfile(os.path.join(logdir, f"checkpoint_{len(body)}", "manifest.json"))
+    assert "Interrupted (SIGTERM) after iteration" in out and "Traceback" not in err
+
+
+def test_config_command_prints_the_keys(capsys):
+    code, out, err = _run(capsys, "config")
+    assert code == 0 and any("| `lr` |" in line for line in out)
+    code, out, err = _run(capsys, "config", "PPO")
+    assert code == 0 and any(line.startswith("| `clip_param` | `0.3` |") for line in out)
+    code, out, err = _run(capsys, "config", "PPOO")
+    assert code == 2 and "Did you mean 'PPO'" in err

@@ -36,7 +36,7 @@ REFERENCE_TOP_LEVEL_KEYS = [
     "input_evaluation", "postprocess_inputs", "shuffle_buffer_size", "output",
     "output_compress_columns", "output_max_file_size", "multiagent", "logger_config",
 ]
-RLFLEET_EXTRA_KEYS = ["recreate_failed_workers"]
+RLFLEET_EXTRA_KEYS = ["recreate_failed_workers", "disable_env_checking", "max_nonfinite_updates"]
 DEPRECATED_TOP_LEVEL = ["simple_optimizer", "monitor"]
 
 # The reference's defaults; keys that rlfleet changes on purpose are in DEVIATIONS.
@@ -364,8 +364,7 @@ def test_valid_values_and_normalizations():
     assert validated(gamma=1)["gamma"] == 1 and validated(lr=0)["lr"] == 0
 
 
-def test_record_env_empty_string_means_default_folder(monkeypatch):
-    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "record_env")
+def test_record_env_empty_string_means_default_folder():
     assert validated(record_env="")["record_env"] is True
 
 
@@ -440,19 +439,13 @@ def test_simple_optimizer_warns_and_is_dropped(caplog):
     assert "simple_optimizer" not in cfg
 
 
-def test_monitor_maps_to_record_env(caplog, monkeypatch):
-    monkeypatch.delitem(C.NOT_YET_AVAILABLE, "record_env")
+def test_monitor_maps_to_record_env(caplog):
     cfg = merged(monitor=True)
     assert cfg["monitor"] is True  # merging accepts it untouched
     with caplog.at_level(logging.WARNING, logger="rlfleet.config"):
         C.validate_config(cfg)
     assert "'monitor' is deprecated; use 'record_env' instead" in caplog.text
     assert cfg["record_env"] is True and "monitor" not in cfg
-
-
-def test_monitor_translation_then_not_available():
-    with pytest.raises(ValueError, match="'record_env': True is not available yet"):
-        validated(monitor=True)
 
 
 def test_lstm_prev_action_reward_maps_to_both(caplog):
@@ -473,14 +466,7 @@ def test_deprecated_keys_accepted_by_strict_merge():
 
 
 # --- not yet available -------------------------------------------------------------------------
-NON_DEFAULT = {
-    "num_gpus": 1, "_fake_gpus": True, "input": "/tmp/data",
-    "output": "logdir",
-    "model.use_attention": True,
-    "record_env": True, "render_env": True,
-    "env_task_fn": lambda *a: None, "fake_sampler": True, "sample_collector": object,
-    "logger_config": {"type": "x"},
-}
+NON_DEFAULT = {"num_gpus": 1, "_fake_gpus": True}
 
 
 def test_not_yet_available_table_is_covered():
@@ -517,8 +503,8 @@ def test_not_yet_available_exact_message():
 
 def test_not_yet_available_lists_all_offenders_and_defaults_pass():
     with pytest.raises(ValueError) as info:
-        C.check_available(merged(num_gpus=1, render_env=True))
-    assert "'num_gpus'" in str(info.value) and "'render_env'" in str(info.value)
+        C.check_available(merged(num_gpus=1, _fake_gpus=True))
+    assert "'num_gpus'" in str(info.value) and "'_fake_gpus'" in str(info.value)
     C.check_available(merged())
     # Offline sub-keys are inert without input/output, so they are not flagged.
     C.check_available(merged(input_evaluation=[], shuffle_buffer_size=10,
@@ -554,7 +540,7 @@ def test_exploration_type_unknown_is_a_clear_error():
 # ---------------------------------------------------------------------------------------
 # Algorithm keys (declared as ConfigKeys by each algorithm) and the registry.
 # ---------------------------------------------------------------------------------------
-ALGORITHMS = ["PPO", "PG", "DQN", "SimpleQ", "SAC", "DDPG", "TD3"]
+ALGORITHMS = ["PPO", "PG", "DQN", "SimpleQ", "SAC", "DDPG", "TD3", "A2C", "A3C", "IMPALA", "APPO", "APEX", "BC", "MARWIL", "CQL"]
 
 
 def algorithm_config(name, **overrides):
@@ -699,7 +685,7 @@ EXPECTED_DEFAULTS = {
 }
 
 
-@pytest.mark.parametrize("name", ALGORITHMS)
+@pytest.mark.parametrize("name", sorted(EXPECTED_DEFAULTS))
 def test_algorithm_defaults_are_unchanged(name):
     config, _ = algorithm_config(name)
     for key, value in EXPECTED_DEFAULTS[name].items():

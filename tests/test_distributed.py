@@ -406,3 +406,18 @@ def test_ppo_two_workers_learns_cartpole(ray_session, tmp_path):
         assert result["num_healthy_workers"] == 2
     finally:
         trainer.stop()
+
+
+def _rlfleet_log_level(worker) -> int:
+    import logging
+
+    return logging.getLogger("rlfleet").getEffectiveLevel()
+
+
+def test_log_level_applies_in_remote_workers(ray_session, tmp_path):
+    trainer = make(PGTrainer, tmp_path=tmp_path, num_workers=1, log_level="DEBUG")
+    try:
+        levels = trainer.workers.foreach_worker(_rlfleet_log_level)
+        assert levels[1:] == [10]  # the remote worker's own process
+    finally:
+        trainer.stop()

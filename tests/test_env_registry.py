@@ -63,7 +63,7 @@ def test_gym_id_creates_with_env_config():
 
 def test_gym_id_rejects_bad_kwargs_naming_env_config():
     _, creator = resolve_env("CartPole-v1")
-    with pytest.raises(TypeError, match="env_config") as info:
+    with pytest.raises(ValueError, match="env_config") as info:
         creator(EnvContext({"no_such_kwarg": 1}))
     assert "no_such_kwarg" in str(info.value)
 

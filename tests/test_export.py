@@ -148,3 +148,26 @@ def test_exported_value_only_for_models_with_a_value_head():
 
     assert PPOTrainer(env="CartPole-v1", config={"seed": 0}).get_policy().model.has_value_function
     assert not DQNTrainer(env="CartPole-v1", config={"seed": 0}).get_policy().model.has_value_function
+
+
+def test_import_model_never_imports_names_in_the_metadata(trained, tmp_path, monkeypatch):
+    """The class and model config an export records are information only: import_model reads
+    the weights (checked) and imports nothing the metadata names."""
+    env_id, t, root = trained
+    folder = tmp_path / "w"
+    json_path = t.export_policy_checkpoint(str(folder))
+    t.export_policy_model(str(folder / "ts"))
+    marker = tmp_path / "MARKER"
+    (folder / "export_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nclass P: pass\n")
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    for meta_path in (json_path, str(folder / "ts" / "model.json")):
+        with open(meta_path) as f:
+            meta = json.load(f)
+        meta.update(policy_class="export_evil:P", action_dist="export_evil:P",
+                    model_config={"custom_model": {"__callable__": "export_evil:P"}})
+        with open(meta_path, "w") as f:
+            json.dump(meta, f)
+    t.import_model(str(folder))
+    t.import_model(json_path)
+    assert not marker.exists() and "export_evil" not in sys.modules

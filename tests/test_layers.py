@@ -23,6 +23,7 @@ LAYERS: List[Tuple[int, Tuple[str, ...]]] = [
     (2, ("rlfleet.policy",)),
     (3, ("rlfleet.rollout", "rlfleet.replay", "rlfleet.offline", "rlfleet.config")),
     (4, ("rlfleet.trainer", "rlfleet.evaluation", "rlfleet.checkpoint", "rlfleet.resources", "rlfleet.logger",
+         "rlfleet.progress", "rlfleet.plot",
          "rlfleet.fault_tolerance", "rlfleet.acting")),
     (5, ("rlfleet.algorithms",)),
     (6, ("rlfleet.tune", "rlfleet.cli")),

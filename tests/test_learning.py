@@ -30,13 +30,15 @@ CI_TIMESTEP_BUDGETS: Dict[str, Tuple[int, str]] = {
     "ddpg/pendulum-ddpg.yaml": (15000, _PENDULUM_WHY),
     "sac/pendulum-sac.yaml": (15000, _PENDULUM_WHY),
     "td3/pendulum-td3.yaml": (15000, _PENDULUM_WHY),
+    "apex/cartpole-apex.yaml": (20000, "reaches 150 in 6k steps (3 seeds), ~30-40 s on 2 busy cores; 100k "
+                                "steps could pass pytest's timeout instead of failing with its reward history"),
 }
 
 
 def test_there_are_tuned_examples_for_every_algorithm_family():
     # Guards the glob: an empty or moved folder would otherwise make the learning test vanish.
     covered = {example.run for example in TUNED_EXAMPLES}
-    assert {"PPO", "PG", "DQN", "SAC", "DDPG", "TD3"} <= covered, covered
+    assert {"PPO", "PG", "DQN", "SAC", "DDPG", "TD3", "A2C", "A3C", "IMPALA", "APPO", "APEX", "BC", "MARWIL"} <= covered, covered
 
 
 @pytest.mark.parametrize("example", TUNED_EXAMPLES, ids=lambda e: e.test_id)

@@ -288,3 +288,216 @@ def test_tensorboard_scalars_when_available(tmp_path, monkeypatch):
     assert not any(t.startswith(("hist_stats", "config")) for t in tags)
     assert "flag" not in tags and "name" not in tags  # only numbers
     assert writer.closed
+
+
+# --------------------------------------------------------------------------------------
+# Loggers: logger_config, TensorBoard files read back, log_sys_usage
+# --------------------------------------------------------------------------------------
+class RecordingLogger:
+    """A custom `logger_config.type` logger: keeps its options and every result."""
+
+    instances: list = []
+
+    def __init__(self, config, logdir):
+        self.config, self.logdir, self.results, self.closed = dict(config), logdir, [], False
+        RecordingLogger.instances.append(self)
+
+    def on_result(self, result):
+        self.results.append(result)
+
+    def close(self):
+        self.closed = True
+
+
+def _tiny_ppo(tmp_path, **config):
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    base = dict(train_batch_size=128, sgd_minibatch_size=64, num_sgd_iter=1, rollout_fragment_length=64,
+                model={"fcnet_hiddens": [8]}, seed=1)
+    return PPOTrainer(env="Pendulum-v1", config=dict(base, **config), logdir=str(tmp_path / "run"))
+
+
+def _read_tb_scalars(folder):
+    """{tag: [(step, value)]} from every event file in `folder`, parsed with tensorboardX's
+    own protobuf messages and the TFRecord framing (length, crc, data, crc)."""
+    import glob
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    scalars = {}
+    for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
+        data = open(path, "rb").read()
+        pos = 0
+        while pos < len(data):
+            (length,) = struct.unpack("<Q", data[pos:pos + 8])
+            event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + length])
+            pos += 12 + length + 4
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars
+
+
+def test_trainer_writes_tensorboard_events_and_sys_usage(tmp_path):
+    trainer = _tiny_ppo(tmp_path)  # defaults: the three built-in loggers, log_sys_usage on
+    results = [trainer.train() for _ in range(2)]
+    trainer.stop()
+    assert set(results[1]["perf"]) >= {"cpu_util_percent", "ram_util_percent"}
+    assert 0 <= results[1]["perf"]["ram_util_percent"] <= 100
+    run = str(tmp_path / "run")
+    assert {"params.json", "result.json", "progress.csv"} <= set(os.listdir(run))
+    scalars = _read_tb_scalars(run)
+    assert [step for step, _ in scalars["timesteps_total"]] == [128, 256]
+    assert [value for _, value in scalars["training_iteration"]] == [1.0, 2.0]
+    assert "perf/cpu_util_percent" in scalars
+    loss = scalars["info/learner/default_policy/learner_stats/total_loss"]
+    assert loss[1][1] == pytest.approx(results[1]["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
+    assert not any(tag.startswith(("hist_stats", "config")) for tag in scalars)
+
+
+def test_logger_config_type_receives_every_result(tmp_path):
+    RecordingLogger.instances.clear()
+    trainer = _tiny_ppo(tmp_path, log_sys_usage=False,
+                        logger_config={"type": f"{__name__}.RecordingLogger", "project": "demo"})
+    results = [trainer.train() for _ in range(3)]
+    (log,) = RecordingLogger.instances
+    assert log.config == {"project": "demo"} and log.logdir == str(tmp_path / "run")
+    assert [r["training_iteration"] for r in log.results] == [1, 2, 3]
+    assert log.results[-1] is results[-1]
+    trainer.stop()
+    assert log.closed
+    # As in the reference, `type` replaces the default loggers.
+    assert not (tmp_path / "run" / "result.json").exists()
+
+
+def test_logger_config_list_of_types_and_own_folder(tmp_path):
+    from rlfleet.logger import CSVLogger
+
+    RecordingLogger.instances.clear()
+    other = tmp_path / "elsewhere"
+    trainer = _tiny_ppo(tmp_path, logger_config={"type": [RecordingLogger, CSVLogger], "logdir": str(other)})
+    trainer.train()
+    trainer.stop()
+    assert len(RecordingLogger.instances[0].results) == 1
+    assert sorted(os.listdir(other)) == ["progress.csv"]
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"type": "no_such_module.Logger"}, "'logger_config.type': cannot import 'no_such_module.Logger'"),
+    ({"type": 3}, "'logger_config'"),
+    ("json", "'logger_config'"),
+])
+def test_bad_logger_config_names_the_key(tmp_path, bad, match):
+    with pytest.raises(ValueError, match=re.escape(match)):
+        _tiny_ppo(tmp_path, logger_config=bad)
+
+
+# --------------------------------------------------------------------------------------
+# Progress (rlfleet.progress)
+# --------------------------------------------------------------------------------------
+def test_stop_estimator_extrapolates_each_criterion():
+    from rlfleet.progress import StopEstimator, format_duration
+
+    est = StopEstimator({"timesteps_total": 10000, "episode_reward_mean": 100, "training_iteration": 3})
+    est.update({"time_total_s": 1.0, "timesteps_total": 1000, "episode_reward_mean": 10.0, "training_iteration": 1})
+    etas = est.update({"time_total_s": 2.0, "timesteps_total": 2000, "episode_reward_mean": 5.0,
+                       "training_iteration": 2})
+    assert etas["timesteps_total"] == pytest.approx(8.0)  # 8000 steps at 1000/s
+    assert etas["episode_reward_mean"] is None  # falling: no estimate
+    assert etas["training_iteration"] == pytest.approx(1.0)
+    assert StopEstimator.soonest(etas) == ("training_iteration", pytest.approx(1.0))
+    etas = est.update({"time_total_s": 3.0, "timesteps_total": 3000, "episode_reward_mean": float("nan"),
+                       "training_iteration": 3})
+    assert etas["training_iteration"] == 0.0 and etas["episode_reward_mean"] is None
+    assert [format_duration(s) for s in (5, 65, 7325)] == ["5s", "1m05s", "2h02m"]
+
+
+def _progress_results():
+    for i in range(1, 4):
+        yield {"training_iteration": i, "timesteps_total": 1000 * i, "episode_reward_mean": 20.0 * i,
+               "episode_reward_min": 1.0, "episode_reward_max": 90.0, "episode_len_mean": 20.0 * i,
+               "episodes_total": 5 * i, "time_total_s": 2.0 * i, "info": {"learner": {"kl": 0.01 * i}}}
+
+
+def test_progress_plain_lines_with_eta():
+    import io
+
+    from rlfleet.cli import format_progress
+    from rlfleet.progress import ProgressReporter
+
+    out = io.StringIO()  # not a terminal: plain lines
+    progress = ProgressReporter({"episode_reward_mean": 100, "info/learner/kl": 1.0}, format_progress, stream=out)
+    assert not progress.live
+    for result in _progress_results():
+        progress.update(result)
+    progress.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("iter    1 | steps    1000 | reward   20.00")
+    assert "ETA" not in lines[0]  # one point: no rate yet
+    assert lines[2].endswith("| ETA 4s (episode_reward_mean)")  # 40 to go at 10 per second
+    assert "info/learner/kl 0.03" in lines[2]
+
+
+def test_progress_live_table():
+    import io
+
+    from rlfleet.cli import format_progress
+    from rlfleet.progress import ProgressReporter
+
+    out = io.StringIO()
+    progress = ProgressReporter({"timesteps_total": 5000, "info/learner/kl": 1.0}, format_progress, stream=out,
+                                live=True)
+    for result in _progress_results():
+        progress.update(result)
+    progress.close()
+    text = out.getvalue()
+    for word in ("iter", "steps", "reward", "info/learner/kl", "3000", "60.00", "ETA", "timesteps_total >= 5000: 4s"):
+        assert word in text, word
+
+
+# --------------------------------------------------------------------------------------
+# rlfleet plot
+# --------------------------------------------------------------------------------------
+def _write_run(folder, rewards):
+    os.makedirs(folder)
+    with open(os.path.join(folder, "result.json"), "w") as f:
+        for i, r in enumerate(rewards, 1):
+            f.write(json.dumps({"training_iteration": i, "timesteps_total": 1000 * i, "time_total_s": 2.0 * i,
+                                "episode_reward_mean": r, "episode_reward_min": r - 10,
+                                "episode_reward_max": r + 10, "done": False}) + "\n")
+        f.write('{"training_iteration": 99, "cut sh')  # a line cut short by a crash
+
+
+def test_cli_plot_writes_a_png_with_curves_and_bands(tmp_path, capsys):
+    import matplotlib.image
+
+    from rlfleet import cli
+
+    _write_run(tmp_path / "PPO_a", [float("nan"), 10.0, 30.0, 60.0, 90.0])
+    _write_run(tmp_path / "tune_exp" / "trial_1", [5.0, 8.0, 20.0, 25.0, 40.0])
+    _write_run(tmp_path / "tune_exp" / "trial_2", [7.0, 9.0, 11.0, 13.0, 15.0])
+    out = tmp_path / "plots" / "curve.png"
+    assert cli.main(["plot", str(tmp_path / "PPO_a"), str(tmp_path / "tune_exp"), "--out", str(out),
+                     "--smooth", "2", "--x", "time_total_s"]) == 0
+    assert capsys.readouterr().out.strip() == f"Wrote {out}"
+    image = matplotlib.image.imread(str(out))
+    assert image.shape[:2] == (500, 800)
+    rgb = image[..., :3].reshape(-1, 3)
+    assert rgb.std() > 0.05  # not blank
+    # Matplotlib's first three line colours (one per run) are all drawn.
+    for color in ((0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E), (0x2C, 0xA0, 0x2C)):
+        assert (abs(rgb * 255 - color).sum(axis=1) < 30).sum() > 50, color
+
+    assert cli.main(["plot", str(tmp_path / "PPO_a"), "--metric", "nope"]) == 2
+    assert "'nope'" in capsys.readouterr().err
+    assert cli.main(["plot", str(tmp_path / "plots")]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    assert cli.main(["plot", str(tmp_path / "PPO_a")]) == 0  # default: RUN_DIR/curve.png
+    assert (tmp_path / "PPO_a" / "curve.png").stat().st_size > 10000
+
+
+def test_plot_smoothing():
+    from rlfleet.plot import smooth
+
+    out = smooth([1.0, 3.0, float("nan"), 5.0], 2)
+    assert out == [1.0, 2.0, 3.0, 5.0]

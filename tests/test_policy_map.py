@@ -105,3 +105,59 @@ def test_trainer_with_more_policies_than_capacity(tmp_path):
     assert set(weights) == {"p0", "p1", "p2"}
     trainer.stop()
     assert local.policy_map.cache_dir is None  # stop() removed the spill folder
+
+
+def test_spill_files_are_data_only_and_checked(tmp_path, monkeypatch):
+    """A spill file edited on disk (another user of a shared cache folder) is refused; it
+    names no class or function, and an entry naming one is never imported."""
+    import sys
+
+    from rlfleet.checkpoint import CheckpointError
+
+    pm = PolicyMap(capacity=1, cache_dir=str(tmp_path / "cache"))
+    for i in range(3):
+        pm.create_policy(f"p{i}", PPOTorchPolicy, OBS, ACT, ppo_config())
+    assert pm.spilled() == ["p0", "p1"]
+    texts = [open(os.path.join(pm.cache_dir, f)).read() for f in os.listdir(pm.cache_dir) if f.endswith(".json")]
+    assert texts and not any("__callable__" in t or "PPOTorchPolicy" in t for t in texts)
+
+    marker = tmp_path / "MARKER"
+    (tmp_path / "spill_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nclass X: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    json_path = next(os.path.join(pm.cache_dir, f) for f in os.listdir(pm.cache_dir)
+                     if f.startswith("p0-") and f.endswith(".json"))
+    with open(json_path) as f:
+        doc = json.load(f)
+    doc["state"] = {"__callable__": "spill_evil:X"}
+    with open(json_path, "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(CheckpointError, match=r"policy map cache file .*p0-.*changed on disk"):
+        pm["p0"]
+    assert "p0" in pm.spilled() and not marker.exists() and "spill_evil" not in sys.modules
+    learn_once(pm["p1"])  # the others still load
+    pm.close()
+
+
+def test_a_failing_spill_keeps_the_policy_in_memory(tmp_path, monkeypatch):
+    import builtins
+    import errno
+
+    pm = PolicyMap(capacity=1, cache_dir=str(tmp_path / "cache"))
+    p0 = pm.create_policy("p0", PPOTorchPolicy, OBS, ACT, ppo_config())
+    real_open = builtins.open
+
+    def full_disk(path, mode="r", *args, **kwargs):
+        if "w" in mode and str(path).endswith(".json"):  # the second of the two files
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", full_disk)
+    with pytest.raises(OSError, match=r"spilling policy 'p0' to .* failed \(\[Errno 28\] No space left on device\); "
+                                      r"it stays in memory"):
+        pm.create_policy("p1", PPOTorchPolicy, OBS, ACT, ppo_config())
+    monkeypatch.undo()
+    assert pm["p0"] is p0 and os.listdir(pm.cache_dir) == []  # no partial files
+    assert sorted(pm.in_memory()) == ["p0", "p1"] and pm.spilled() == []
+    pm.create_policy("p2", PPOTorchPolicy, OBS, ACT, ppo_config())  # space again: spills as usual
+    assert len(pm.in_memory()) == 1 and len(pm.spilled()) == 2
+    pm.close()

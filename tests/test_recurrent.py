@@ -94,9 +94,10 @@ def test_state_threads_through_compute_single_action_and_matches_a_sequence_pass
     trainer = _ppo(model={"lstm_use_prev_action": True, "lstm_use_prev_reward": True})
     try:
         policy = trainer.get_policy()
-        assert policy.is_recurrent() and policy.num_state_tensors() == 2
+        # PPO's default vf_share_layers False: the critic's LSTM carries its own (h, c).
+        assert policy.is_recurrent() and policy.num_state_tensors() == 4
         init = policy.get_initial_state()
-        assert [s.shape for s in init] == [(8,), (8,)] and not any(s.any() for s in init)
+        assert [s.shape for s in init] == [(8,)] * 4 and not any(s.any() for s in init)
         env = RepeatFirstObsEnv()
         obs, _ = env.reset(seed=0)
         state, prev_a, prev_r = init, 0, 0.0
@@ -104,8 +105,8 @@ def test_state_threads_through_compute_single_action_and_matches_a_sequence_pass
         for _ in range(5):
             action, state_out, extra = trainer.compute_single_action(
                 obs, state=state, prev_action=prev_a, prev_reward=prev_r, explore=False)
-            assert len(state_out) == 2 and state_out[0].shape == (8,)
-            assert not np.allclose(state_out[0], state[0])
+            assert len(state_out) == 4 and state_out[0].shape == (8,)
+            assert not np.allclose(state_out[0], state[0]) and not np.allclose(state_out[2], state[2])
             observations.append(obs)
             prev_actions.append(prev_a)
             prev_rewards.append(prev_r)
@@ -135,7 +136,7 @@ def test_sampler_records_state_and_previous_action_reward():
     try:
         policy = trainer.get_policy()
         batch = trainer.workers.local_worker().sample()
-        assert "state_in_0" in batch and "state_in_1" in batch and "state_out_0" not in batch
+        assert all(f"state_in_{k}" in batch for k in range(4)) and "state_out_0" not in batch
         t, eps = batch[SB.T], batch[SB.EPS_ID]
         first = t == 0
         assert first.any() and (~first).any()
@@ -147,17 +148,59 @@ def test_sampler_records_state_and_previous_action_reward():
         # The state going into a step is the model's state after the step before.
         i = int(follows[0])
         with torch.no_grad():
-            _, (h, c) = policy.model(
+            _, state_out = policy.model(
                 {SB.OBS: torch.as_tensor(batch[SB.OBS][i - 1:i]),
                  SB.PREV_ACTIONS: torch.as_tensor(batch[SB.PREV_ACTIONS][i - 1:i])},
-                [torch.as_tensor(batch["state_in_0"][i - 1:i]), torch.as_tensor(batch["state_in_1"][i - 1:i])], None)
-        np.testing.assert_allclose(h[0].numpy(), batch["state_in_0"][i], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(c[0].numpy(), batch["state_in_1"][i], rtol=1e-5, atol=1e-6)
+                [torch.as_tensor(batch[f"state_in_{k}"][i - 1:i]) for k in range(4)], None)
+        for k, s in enumerate(state_out):
+            np.testing.assert_allclose(s[0].numpy(), batch[f"state_in_{k}"][i], rtol=1e-5, atol=1e-6)
+    finally:
+        trainer.stop()
+
+
+def test_a_batch_from_one_sub_env_is_not_overwritten_by_the_next_sample():
+    # PPO's default num_envs_per_worker is 1, and a train batch is many fragments: each must
+    # own its arrays (they once aliased the sampler's buffers, so a train batch held the last
+    # fragment's observations next to every fragment's advantages and nothing learned).
+    trainer = _ppo(num_envs_per_worker=1)
+    try:
+        worker = trainer.workers.local_worker()
+        first = worker.sample()
+        copies = {k: np.array(v) for k, v in first.items()}
+        worker.sample()
+        for key, value in copies.items():
+            np.testing.assert_array_equal(first[key], value, err_msg=key)
     finally:
         trainer.stop()
 
 
 # --- model details --------------------------------------------------------------------------------
+@pytest.mark.parametrize("share", [False, True])
+def test_recurrent_critic_has_its_own_lstm_unless_layers_are_shared(share):
+    obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    model = ModelCatalog.get_model(obs_space, gym.spaces.Discrete(2), 2,
+                                   {**MODEL_DEFAULTS, **SMALL, "vf_share_layers": share})
+    assert len(model.get_initial_state()) == (2 if share else 4)
+    obs = torch.randn(6, 3)
+    state = [torch.randn(2, 8) for _ in model.get_initial_state()]
+    logits, state_out = model({SB.OBS: obs}, state, torch.tensor([3, 2]))
+    assert len(state_out) == len(state)
+    # The value loss reaches the policy's LSTM only through shared layers.
+    model.zero_grad()
+    model.value_function().pow(2).sum().backward()
+    policy_grad = model.lstm.weight_hh_l0.grad
+    assert (policy_grad is not None and bool(policy_grad.abs().sum() > 0)) == share
+    if not share:
+        assert model.value_lstm.weight_hh_l0.grad.abs().sum() > 0
+        # The critic's state does not change the logits, and the actor's does not change values.
+        other = [s.clone() for s in state]
+        other[2] += 1.0
+        logits2, _ = model({SB.OBS: obs}, other, torch.tensor([3, 2]))
+        torch.testing.assert_close(logits, logits2)
+    with pytest.raises(ValueError, match="expected"):
+        model({SB.OBS: obs}, state[:1], torch.tensor([3, 2]))
+
+
 def test_time_major_gives_the_same_outputs():
     obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
     act = gym.spaces.Discrete(2)
@@ -258,3 +301,57 @@ def test_algorithms_without_recurrent_networks_refuse_use_lstm():
 
     with pytest.raises(ValueError, match="'model.use_lstm': True is not supported by DQNTorchPolicy"):
         DQNTrainer(env=RepeatFirstObsEnv, config={"model": {"use_lstm": True}})
+
+
+# --- export ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["torchscript", "onnx"])
+@pytest.mark.parametrize("memory", ["lstm", "attention"])
+def test_exported_recurrent_policy_matches_the_policy_over_an_episode(kind, memory, tmp_path):
+    model = ({**SMALL, "lstm_use_prev_action": True} if memory == "lstm" else
+             {"use_attention": True, "attention_dim": 8, "attention_memory_inference": 6,
+              "attention_memory_training": 6, "attention_use_n_prev_rewards": 2, "fcnet_hiddens": [16]})
+    trainer = PPOTrainer(env=StatelessCartPole, config={"seed": 4, "model": model, "train_batch_size": 200,
+                                                        "rollout_fragment_length": 200, "sgd_minibatch_size": 100})
+    try:
+        policy = trainer.get_policy()
+        if kind == "onnx":
+            pytest.importorskip("onnxruntime")
+        path = trainer.export_policy_model(str(tmp_path), onnx=17 if kind == "onnx" else None)
+        import json
+
+        meta = json.loads((tmp_path / "model.json").read_text())
+        assert meta["recurrent"] and meta["outputs"][:2] == ["dist_inputs", "value"]
+        if kind == "onnx":
+            import onnxruntime
+
+            session = onnxruntime.InferenceSession(path)
+
+            def run(feeds):
+                return session.run(None, {k: np.asarray(v) for k, v in feeds.items()})
+        else:
+            loaded = torch.jit.load(path)
+
+            def run(feeds):
+                with torch.no_grad():
+                    return [o.numpy() for o in loaded(*[torch.as_tensor(np.asarray(feeds[n])) for n in meta["inputs"]])]
+        env = StatelessCartPole()
+        obs, _ = env.reset(seed=1)
+        state, prev_a, prev_r = policy.get_initial_state(), 0, 0.0
+        for _ in range(20):
+            action, state_out, extra = trainer.compute_single_action(obs, state=state, prev_action=prev_a,
+                                                                     prev_reward=prev_r, explore=False)
+            feeds = {"obs": obs[None].astype(np.float32), "prev_actions": np.array([prev_a]),
+                     "prev_rewards": np.array([prev_r], np.float32),
+                     **{f"state_in_{k}": s[None] for k, s in enumerate(state)}}
+            out = run({name: feeds[name] for name in meta["inputs"]})
+            np.testing.assert_allclose(out[0][0], extra[SB.ACTION_DIST_INPUTS], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(out[1][0], extra[SB.VF_PREDS], rtol=1e-5, atol=1e-5)
+            for k, s in enumerate(state_out):
+                np.testing.assert_allclose(out[2 + k][0], s, rtol=1e-5, atol=1e-5)
+            obs, prev_r, terminated, truncated, _ = env.step(action)
+            state, prev_a = state_out, action
+            if terminated or truncated:  # the untrained policy may drop the pole: start over
+                obs, _ = env.reset()
+                state, prev_a, prev_r = policy.get_initial_state(), 0, 0.0
+    finally:
+        trainer.stop()

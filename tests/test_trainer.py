@@ -165,6 +165,34 @@ def test_metrics_smoothing_window(make):
         assert r["hist_stats"]["episode_reward"] == list(range(max(1, 2 * i - 2), 2 * i + 1))
 
 
+def test_metrics_smoothing_episodes_is_a_minimum(make):
+    # As the reference's min_history: all of an iteration's new episodes count, even when
+    # more than metrics_smoothing_episodes finished; fewer are padded with earlier ones.
+    t = make(PGTrainer, ScriptedEnv, env_config={"episode_len": 5, "reward_is_episode_index": True},
+             metrics_smoothing_episodes=3, train_batch_size=30, rollout_fragment_length=30)
+    r = t.train()  # episodes 1..6
+    assert r["episodes_this_iter"] == 6
+    assert r["hist_stats"]["episode_reward"] == [1, 2, 3, 4, 5, 6]
+    assert (r["episode_reward_mean"], r["episode_reward_min"]) == (3.5, 1.0)
+    r = t.train()  # episodes 7..12: the window is exactly this iteration's
+    assert r["hist_stats"]["episode_reward"] == [7, 8, 9, 10, 11, 12] and r["episodes_total"] == 12
+
+
+def test_episode_window_unit():
+    from rlfleet.rollout.episode import RolloutMetrics
+    from rlfleet.rollout.metrics import EpisodeWindow
+
+    def eps(*rewards):
+        return [RolloutMetrics(episode_length=1, episode_reward=float(r)) for r in rewards]
+
+    w = EpisodeWindow(3)
+    assert w.add(eps(1, 2, 3, 4, 5))["hist_stats"]["episode_reward"] == [1, 2, 3, 4, 5]
+    r = w.add(eps(6))
+    assert r["hist_stats"]["episode_reward"] == [4, 5, 6] and r["episodes_this_iter"] == 1
+    assert w.add([])["hist_stats"]["episode_reward"] == [4, 5, 6]
+    assert w.total == 6
+
+
 def test_no_episode_yet_gives_nan_reward(make):
     t = make(PGTrainer, CountingEnv, env_config={"episode_len": 1000}, train_batch_size=10,
              rollout_fragment_length=10)
@@ -378,3 +406,104 @@ def test_sampling_and_evaluation_calls_ray_only_in_the_worker_set():
              *sorted((src / "algorithms").rglob("*.py"))]
     offenders = [str(f.relative_to(src)) for f in files if re.search(r"\bray\.|import_ray", f.read_text("utf-8"))]
     assert offenders == []
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="torch's default is already one thread")
+def test_extra_python_environs_for_driver_sets_torch_threads(tmp_path):
+    # Torch is imported (and has read OMP_NUM_THREADS) before any trainer exists, so the
+    # trainer must apply the thread count to the running torch: fewer threads, not more.
+    import subprocess
+    import sys
+
+    script = (
+        "import os, torch\n"
+        "from rlfleet.algorithms.pg import PGTrainer\n"
+        "before = torch.get_num_threads()\n"
+        "t = PGTrainer(env='CartPole-v1', logdir=LOGDIR, config={'num_cpus_for_driver': 2,\n"
+        "              'extra_python_environs_for_driver': {'OMP_NUM_THREADS': '1', 'RLFLEET_TEST_VAR': 7}})\n"
+        "print(before, torch.get_num_threads(), os.environ['OMP_NUM_THREADS'], os.environ['RLFLEET_TEST_VAR'])\n"
+        "t.stop()\n"
+    ).replace("LOGDIR", repr(str(tmp_path)))
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, after, omp, var = out.stdout.split()
+    assert int(before) >= 2 and (int(after), omp, var) == (1, "1", "7")
+
+
+def test_extra_python_environs_thread_count_must_be_a_number(tmp_path):
+    with pytest.raises(ValueError, match="extra_python_environs_for_driver.*OMP_NUM_THREADS"):
+        PGTrainer(env="CartPole-v1", logdir=str(tmp_path),
+                  config={"extra_python_environs_for_driver": {"OMP_NUM_THREADS": "many"}})
+
+
+@pytest.mark.parametrize("wait", [10, 0.5, -1, "10"])
+def test_remote_env_batch_wait_ms_other_than_zero_is_refused(wait, tmp_path):
+    # Lockstep sampling cannot go on with only the sub-envs that answered: say so, do not ignore it.
+    with pytest.raises(ValueError, match="remote_env_batch_wait_ms.*lockstep"):
+        PGTrainer(env="CartPole-v1", logdir=str(tmp_path),
+                  config={"remote_worker_envs": True, "num_envs_per_worker": 2, "remote_env_batch_wait_ms": wait})
+
+
+def test_stop_is_idempotent_and_leaves_no_thread(make):
+    import threading
+
+    before = {t.ident for t in threading.enumerate()}
+    t = make(PPOTrainer, "CartPole-v1", sample_async=True, evaluation_interval=1, evaluation_num_episodes=1,
+             evaluation_parallel_to_training=False, **FAST_PPO)
+    t.train()
+    assert any(th.name.startswith("rlfleet") for th in threading.enumerate())
+    logger = t._result_logger
+    t.stop()
+    t.stop()  # a second call does nothing
+    assert logger._closed and t._result_logger is None
+    new = [th for th in threading.enumerate() if th.ident not in before]
+    for th in new:  # tensorboardX's queue feeder quits on its own once its queue is closed
+        th.join(timeout=5)
+    assert [th.name for th in new if th.is_alive()] == []
+
+
+# --- the rest of the reference's Trainer API (issue 11) --------------------------------------------
+def test_with_updates_makes_a_new_trainer_class(tmp_path):
+    from rlfleet.algorithms.pg import PGTrainer
+
+    seen = []
+    MyPG = PGTrainer.with_updates(name="MyPG", default_config={"lr": 0.0123},
+                                  validate_config=lambda config: seen.append(config["lr"]))
+    assert MyPG._name == "MyPG" and issubclass(MyPG, PGTrainer) and PGTrainer._name == "PG"
+    trainer = MyPG(env="CartPole-v1", logdir=str(tmp_path), config={"rollout_fragment_length": 10,
+                                                                     "train_batch_size": 10})
+    try:
+        assert trainer.config["lr"] == 0.0123 and seen == [0.0123] and repr(trainer) == "MyPG"
+        assert PGTrainer._default_config["lr"] != 0.0123
+    finally:
+        trainer.stop()
+
+
+def test_reference_api_aliases_and_state(tmp_path):
+    from rlfleet.algorithms.pg import PGTrainer
+
+    config = {"seed": 0, "rollout_fragment_length": 20, "train_batch_size": 20}
+    a = PGTrainer(env="CartPole-v1", logdir=str(tmp_path / "a"), config=config)
+    b = PGTrainer(env="CartPole-v1", logdir=str(tmp_path / "b"), config=dict(config, seed=1))
+    try:
+        for _ in range(3):
+            a.train()
+        assert "CPU" in PGTrainer.resource_help({"num_workers": 2}) and "num_workers" in PGTrainer.resource_help({})
+        metrics = a.collect_metrics()
+        assert "episode_reward_mean" in metrics and "sampler_perf" in metrics
+        logged = []
+        a.callbacks.on_train_result = lambda trainer, result: logged.append(result["training_iteration"])
+        a.log_result({"training_iteration": 99})
+        assert logged == [99]
+        path = a.save_checkpoint(str(tmp_path / "ck"))
+        b.load_checkpoint(path)
+        assert b.iteration == a.iteration
+        b.__setstate__(a.__getstate__())
+        for key, value in a.get_weights()["default_policy"].items():
+            assert (b.get_weights()["default_policy"][key] == value).all()
+        with pytest.raises(TypeError, match="rebuilt from its config"):
+            PGTrainer.__new__(PGTrainer).__setstate__(a.__getstate__())
+    finally:
+        a.cleanup()
+        b.stop()

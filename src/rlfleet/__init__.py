@@ -11,6 +11,10 @@ __version__ = "0.1.0"
 _LAZY = {
     "Trainer": ("rlfleet.trainer", "Trainer"),
     "CheckpointError": ("rlfleet.utils.safe_files", "CheckpointError"),
+    "CheckpointSaveError": ("rlfleet.utils.safe_files", "CheckpointSaveError"),
+    "EnvError": ("rlfleet.env.checks", "EnvError"),
+    "EnvCheckError": ("rlfleet.env.checks", "EnvCheckError"),
+    "NonFiniteUpdateError": ("rlfleet.policy.nan_guard", "NonFiniteUpdateError"),
     "get_trainer_class": ("rlfleet.registry", "get_trainer_class"),
     "list_algorithms": ("rlfleet.registry", "list_algorithms"),
     "register_env": ("rlfleet.env.registry", "register_env"),

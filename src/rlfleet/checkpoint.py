@@ -23,10 +23,20 @@ maps that state to and from the folder.
 
 A save writes into a hidden folder beside the target, fsyncs every file, writes the
 manifest last and renames the folder into place, so an interrupted save leaves either the
-previous checkpoint or the new one, never half of one. A load reads only the files the
-manifest lists, checks each one's size and checksum first, and parses only JSON and
-safetensors: nothing is unpickled, no code runs. (`Trainer.from_checkpoint` re-imports the
-classes and functions the config names, like any config would.)
+previous checkpoint or the new one, never half of one; a save that fails with an OSError (a
+full disk) removes its partial files and raises `CheckpointSaveError` naming the folder.
+A load reads only the files the manifest lists, checks each one's size and checksum first,
+and parses only JSON and safetensors: nothing is unpickled, no code runs.
+
+`Trainer.from_checkpoint` rebuilds the config, whose classes and functions are recorded by
+name. Importing a module runs it, so before importing anything it checks every name the
+config would import against `rlfleet.utils.json_codec.ImportTrust` (rlfleet, gymnasium,
+modules of the user's own code already imported, and `trusted_modules`): recorded classes
+and functions, and strings rlfleet imports by name, at any depth (`env` class paths and
+"module:Id" ids, `exploration_config.type` and `logger_config.type` paths). Anything else is
+a `CheckpointError` naming the key, the name and the two fixes (`config_overrides`,
+`trusted_modules`); nothing is imported. rlfleet's entry points (the CLI, Tune, trainer
+classes), which act on whatever they are called with, are never accepted as values.
 """
 from __future__ import annotations
 
@@ -38,14 +48,24 @@ import re
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
-from rlfleet.utils.json_codec import DecodeError, decode, encode, qualified_name
+from rlfleet.utils.json_codec import (
+    DecodeError,
+    ImportTrust,
+    Untrusted,
+    UntrustedImportError,
+    decode,
+    encode,
+    find_untrusted,
+    qualified_name,
+)
 from rlfleet.utils.safe_files import (
     CheckpointError,
+    CheckpointSaveError,
     check_weights_fit,
     clean_stale,
     fsync_dir,
@@ -157,16 +177,19 @@ def write_checkpoint(path: str, manifest: Dict[str, Any], state: Any) -> str:
     """
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    clean_stale(parent)
     folders = {pid: _policy_folder(pid) for pid in (state["worker"].get("policies") or {})}
     index, files = split_arrays(state, folders)
     tmp = temp_sibling(path)
-    os.mkdir(tmp)
+    doing = "creating the folder"
     try:
+        os.makedirs(parent, exist_ok=True)
+        clean_stale(parent)
+        os.mkdir(tmp)
         records: Dict[str, Any] = {}
         for rel, arrays in sorted(files.items()):
+            doing = f"writing {rel}"
             records[rel] = write_safetensors_synced(os.path.join(tmp, *rel.split("/")), arrays)
+        doing = f"writing {STATE_INDEX}"
         records[STATE_INDEX] = write_synced(os.path.join(tmp, STATE_INDEX), json_bytes(index))
         for root, dirs, _ in os.walk(tmp):
             for d in dirs:
@@ -174,8 +197,17 @@ def write_checkpoint(path: str, manifest: Dict[str, Any], state: Any) -> str:
         full = dict(manifest, format=FORMAT, format_version=FORMAT_VERSION, state_index=STATE_INDEX,
                     policy_folders=folders, files=records)
         # The manifest goes last: a folder without one is never a checkpoint.
+        doing = f"writing {MANIFEST}"
         write_synced(os.path.join(tmp, MANIFEST), json_bytes(full))
+        doing = "moving the finished folder into place"
         publish_folder(tmp, path)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        message = (f"saving the checkpoint {path!r} failed while {doing}: {exc}. Nothing was saved; the "
+                   f"checkpoints already in {parent!r} are intact and this save's partial files were removed "
+                   "(free some space, or save elsewhere with save(checkpoint_dir=...))")
+        raise (CheckpointSaveError(exc.errno, message) if exc.errno is not None
+               else CheckpointSaveError(message)) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -378,15 +410,119 @@ def _nested_example(path: str) -> str:
     return text
 
 
+def _env_string_module(text: str) -> Optional[str]:
+    """The module resolving the `env` string `text` would import (see `rlfleet.env.registry`);
+    None for a registered name or a plain Gymnasium id (registered by code already run)."""
+    from rlfleet.env.registry import registered_envs
+
+    if text in registered_envs():
+        return None
+    if ":" in text:  # "pkg.mod:Class" or Gymnasium's "module:Id-v0": both import the module
+        return text.partition(":")[0]
+    module, _, attr = text.rpartition(".")
+    if module and attr and all(p.isidentifier() for p in text.split(".")):
+        return module  # "pkg.mod.Class"
+    return None
+
+
+def _class_path_module(text: str) -> Optional[str]:
+    """The module of a class path ("pkg.mod.Class" / "pkg.mod:Class"); None for a plain
+    name (a built-in or registered one, looked up without importing)."""
+    if ":" in text:
+        return text.rpartition(":")[0].replace(":", ".") or None
+    return text.rpartition(".")[0] or None
+
+
+def _string_module(keys: Tuple[str, ...], text: str) -> Optional[str]:
+    """The module a string at config `keys` makes rlfleet import, if any: strings under the
+    keys rlfleet resolves by importing (`env`, `exploration_config.type`, `logger_config.type`).
+
+    They are looked for at any depth, `env_config` included: a trusted class may be built
+    from a nested dict and resolve such a string in turn (a trainer class given as `env` gets
+    `env_config` as its config).
+    """
+    if not keys:
+        return None
+    if keys[-1] == "env":
+        return _env_string_module(text)
+    if keys[-1].isdigit():  # an item of a list of class paths
+        keys = keys[:-1]
+    if len(keys) >= 2 and keys[-1] == "type" and keys[-2] in ("exploration_config", "logger_config"):
+        return _class_path_module(text)
+    return None
+
+
+# rlfleet's entry points run commands or build trainers from whatever they are called with (argv,
+# a config dict): no config value is one, and naming one would reach untrusted names through
+# the back door (`env: rlfleet.cli:main` made with env_config keys as argv).
+_ENTRY_POINT_MODULES = ("rlfleet.cli", "rlfleet.tune")
+
+
+def _is_entry_point(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in _ENTRY_POINT_MODULES)
+
+
+class _CheckpointTrust(ImportTrust):
+    """`ImportTrust` without rlfleet's entry points (even under `trusted_modules=["rlfleet"]`)."""
+
+    def allows(self, module: str) -> bool:
+        return not _is_entry_point(module) and super().allows(module)
+
+
+def _checked_importer(trust: ImportTrust, ck_path: str):
+    """`trust.importer()`, refusing rlfleet's entry points: the CLI, Tune, trainer classes."""
+    importer = trust.importer()
+
+    def load(name: str, path: str) -> Any:
+        obj = importer(name, path)
+        from rlfleet.trainer import Trainer
+
+        if isinstance(obj, type) and issubclass(obj, Trainer):
+            raise CheckpointError(
+                f"Trainer.from_checkpoint({ck_path!r}): config key {path!r} records the trainer class {name!r}; a "
+                f"trainer is never a config value (it would build a trainer from its arguments). Pass the right "
+                f"value: config_overrides={{{_nested_example(path.split('[')[0])[1:-1]}}}")
+        return obj
+
+    return load
+
+
+def _untrusted_message(ck_path: str, found: List[Untrusted]) -> str:
+    entry = [u for u in found if _is_entry_point(u.module)]
+    if entry:
+        keys = list(dict.fromkeys(u.path.split("[")[0] for u in entry))
+        return (f"Trainer.from_checkpoint({ck_path!r}): config key {entry[0].path!r} records {entry[0].name!r}, an "
+                "rlfleet entry point (it runs commands from its arguments), which is never a config value; "
+                "nothing was imported. Pass the right value: config_overrides={"
+                + ", ".join(_nested_example(k)[1:-1] for k in keys) + "}")
+    first = found[0]
+    packages = sorted({u.module.split(".")[0] for u in found})
+    # A list item (e.g. a policy spec's class) is overridden with its whole list.
+    keys = list(dict.fromkeys(u.path.split("[")[0] for u in found))
+    text = (f"Trainer.from_checkpoint({ck_path!r}): config key {first.path!r} records {first.name!r}, from module "
+            f"{first.module!r}, which is not trusted, so it was not imported (importing a module runs its code, "
+            "and a checkpoint may come from anyone).")
+    for other in found[1:]:
+        text += f" Also config key {other.path!r}: {other.name!r}."
+    overrides = ", ".join(_nested_example(k)[1:-1] for k in keys)
+    return (text + " Loading imports only from rlfleet, gymnasium, your own modules already imported in this "
+            f"process, and the modules you trust. To trust this code: trusted_modules={packages!r} (CLI: "
+            + " ".join(f"--trust-module {p}" for p in packages)
+            + f"); or pass the value yourself: config_overrides={{{overrides}}}.")
+
+
 def trainer_from_checkpoint(cls: type, algorithm: Optional[str], path: str, config_overrides: Optional[dict] = None,
-                            **trainer_kwargs):
+                            trusted_modules: Optional[Sequence[str]] = None, **trainer_kwargs):
     """Builds a trainer from the manifest alone and restores it; see `Trainer.from_checkpoint`.
 
     Args:
         cls: the class `from_checkpoint` was called on.
         algorithm: its algorithm name; None (the base class): the checkpoint's algorithm,
             looked up in the registry.
+        trusted_modules: modules (packages) whose recorded classes and functions may be
+            imported, besides rlfleet, gymnasium and the user's modules already imported.
     """
+    trust = _CheckpointTrust(trusted_modules)
     ck = read_checkpoint(path)
     algo = ck.manifest["algorithm"]
     trainer_cls = cls
@@ -405,8 +541,15 @@ def trainer_from_checkpoint(cls: type, algorithm: Optional[str], path: str, conf
     recorded = ck.manifest.get("user_config")
     if not isinstance(recorded, dict):
         raise CheckpointError(f"checkpoint {ck.path!r} records no config to rebuild the trainer from")
+    overrides = dict(config_overrides or {})
+    # Every name is checked before anything is imported (an untrusted module never runs).
+    found = find_untrusted(recorded, trust, overrides, _string_module)
+    if found:
+        raise CheckpointError(_untrusted_message(ck.path, found))
     try:
-        config = decode(recorded, dict(config_overrides or {}))
+        config = decode(recorded, overrides, importer=_checked_importer(trust, ck.path))
+    except UntrustedImportError as exc:  # pragma: no cover - find_untrusted saw it first
+        raise CheckpointError(_untrusted_message(ck.path, [Untrusted(exc.path, exc.name, exc.module)])) from None
     except DecodeError as exc:
         raise CheckpointError(
             f"Trainer.from_checkpoint({ck.path!r}): {exc}. Pass it in config_overrides, e.g. "
@@ -429,7 +572,8 @@ def trainer_from_checkpoint(cls: type, algorithm: Optional[str], path: str, conf
 
 
 __all__ = [
-    "CheckpointError", "Checkpoint", "FORMAT_VERSION", "read_checkpoint", "read_manifest", "write_checkpoint",
+    "CheckpointError", "CheckpointSaveError", "Checkpoint", "FORMAT_VERSION", "read_checkpoint", "read_manifest",
+    "write_checkpoint",
     "list_checkpoints", "prune_checkpoints", "save_trainer", "restore_trainer", "trainer_from_checkpoint",
     "trainer_state",
     "check_weights_fit", "split_arrays", "join_arrays",

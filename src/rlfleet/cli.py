@@ -9,7 +9,7 @@ Importing this module stays cheap (no torch, no algorithms): the registry names 
 by module and imports one only when it is looked up, so ``rlfleet --help`` answers instantly.
 
 Exit codes: 0 done, 2 usage error (bad flag, bad JSON/YAML, unknown algorithm, invalid
-config), 130 interrupted with Ctrl-C.
+config), 130 / 143 stopped by SIGINT (Ctrl-C) / SIGTERM (after finishing the iteration).
 """
 from __future__ import annotations
 
@@ -20,12 +20,14 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlfleet.logger import EXCLUDED_FROM_CSV, flatten_dict, make_logdir
+from rlfleet.progress import ProgressReporter
 from rlfleet.registry import get_trainer_class, list_algorithms
 
 logger = logging.getLogger(__name__)
@@ -34,10 +36,11 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # the shell's convention for "killed by SIGINT"
 
-# Keys an experiment in a YAML file may hold. Other Tune-era keys (num_samples,
-# resources_per_trial, ...) are ignored with a warning: they need Ray Tune (rlfleet.tune).
+# Keys an experiment in a YAML file may hold (the reference's `rllib train -f` format). Search
+# spaces in `config` (`{grid_search: [...]}`, `{choice: [...]}`, ...) or `num_samples` > 1 run
+# the experiment through Ray Tune (rlfleet.tune); other keys are ignored with a warning.
 _EXPERIMENT_KEYS = ("run", "env", "stop", "config", "local_dir", "checkpoint_freq",
-                    "checkpoint_at_end", "keep_checkpoints_num")
+                    "checkpoint_at_end", "keep_checkpoints_num", "num_samples")
 
 _STOP_EXAMPLE = '\'{"episode_reward_mean": 450}\''
 _CONFIG_EXAMPLE = '\'{"lr": 0.001}\''
@@ -74,6 +77,14 @@ class Experiment:
     checkpoint_freq: int = 0
     checkpoint_at_end: bool = False
     keep_checkpoints_num: Optional[int] = None
+    num_samples: int = 1
+
+    @property
+    def needs_tune(self) -> bool:
+        """Whether only Ray Tune can run it (a search space in `config`, or `num_samples` > 1)."""
+        from rlfleet.tune import find_search_space
+
+        return self.num_samples > 1 or find_search_space(self.config) is not None
 
 
 def _parse_json_object(text: str, flag: str) -> Dict[str, Any]:
@@ -117,17 +128,6 @@ def _deep_merge(base: Dict[str, Any], override: Mapping[str, Any]) -> Dict[str, 
     return out
 
 
-def _find_grid_search(config: Any, path: str = "") -> Optional[str]:
-    if isinstance(config, Mapping):
-        if "grid_search" in config and len(config) == 1:
-            return path or "<config>"
-        for key, value in config.items():
-            found = _find_grid_search(value, f"{path}/{key}" if path else str(key))
-            if found:
-                return found
-    return None
-
-
 def _load_yaml(path: str) -> Dict[str, Any]:
     import yaml  # lazily: only -f needs it
 
@@ -160,7 +160,7 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
 
     Raises:
         UsageError: bad JSON/YAML, missing ``--run``, non-numeric stop thresholds, or
-            ``grid_search`` in a config.
+            a bad ``num_samples``.
     """
     cli_stop = _normalize_stop(_parse_json_object(args.stop, "--stop"), "argument --stop") \
         if args.stop is not None else {}
@@ -184,8 +184,7 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
         unknown = sorted(set(spec) - set(_EXPERIMENT_KEYS))
         if unknown:
             print(f"WARNING: {where}: ignoring key(s) {unknown}; `rlfleet train` reads "
-                  f"{list(_EXPERIMENT_KEYS)} (search over configs needs rlfleet.tune).",
-                  file=sys.stderr)
+                  f"{list(_EXPERIMENT_KEYS)}.", file=sys.stderr)
 
         run = args.run or spec.get("run")
         if not run or not isinstance(run, str):
@@ -202,10 +201,9 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
         if env is not None:
             config["env"] = env  # keep one answer, whichever way the trainer reads it
 
-        grid = _find_grid_search(config)
-        if grid:
-            raise UsageError(f"{where}: config key {grid!r} uses grid_search, which needs "
-                             f"Ray Tune; `rlfleet train` runs a single config (use rlfleet.tune)")
+        samples = spec.get("num_samples", 1)
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise UsageError(f"{where}: num_samples must be an integer >= 1, got {samples!r}")
 
         stop = _normalize_stop(spec.get("stop"), where)
         stop.update(cli_stop)
@@ -228,6 +226,7 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
             checkpoint_freq=freq,
             checkpoint_at_end=bool(args.checkpoint_at_end or spec.get("checkpoint_at_end")),
             keep_checkpoints_num=keep,
+            num_samples=samples,
         ))
     return experiments
 
@@ -379,7 +378,14 @@ class _Checkpointer:
     def save(self, trainer: Any, iteration: Optional[int]) -> None:
         if iteration is not None and iteration == self.last_iteration:
             return
-        path = trainer.save(keep_checkpoints_num=self.keep) if self.keep else trainer.save()
+        from rlfleet.utils.safe_files import CheckpointSaveError  # numpy: only once a trainer exists
+
+        try:
+            path = trainer.save(keep_checkpoints_num=self.keep) if self.keep else trainer.save()
+        except CheckpointSaveError as e:
+            # The earlier checkpoints are intact; training goes on (the next save may succeed).
+            print(f"Checkpoint not saved: {e}", file=sys.stderr, flush=True)
+            return
         self.last_iteration = iteration
         print(f"Checkpoint saved: {path}", flush=True)
 
@@ -392,7 +398,47 @@ def _remove_if_empty(path: Optional[str]) -> None:
             pass
 
 
-def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> int:
+class _StopOnSignal:
+    """SIGINT (Ctrl-C) and SIGTERM while training: the current iteration finishes, then the
+    run stops as after its last iteration (checkpoint, logs closed) and exits 128 + signal
+    number (130 / 143). A second signal stops at once (KeyboardInterrupt). Installed by
+    `run_experiment` for its duration (main thread only); `restore()` puts the old handlers back.
+    """
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self._old: Dict[int, Any] = {}
+        self.install()
+
+    def install(self) -> None:
+        """(Re)installs the handlers: Ray, once started, puts its own SIGTERM handler in
+        place, so `run_experiment` calls this before every iteration."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                old = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                return
+            self._old.setdefault(sig, old)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        # os.write, not print: a handler may run in the middle of another print.
+        os.write(2, f"\n{signal.Signals(signum).name} received: finishing the current iteration, then "
+                    "stopping (send it again to stop at once)\n".encode())
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return None if self.signum is None else 128 + int(self.signum)
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+
+
+def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live: Optional[bool] = None) -> int:
     """Trains one experiment until a stop criterion is met or Ctrl-C.
 
     The trainer writes the log files itself; this only prints progress and checkpoints.
@@ -403,9 +449,10 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> in
         exp: the experiment.
         trainer_cls: the trainer class for ``exp.run``.
         verbosity: 0, 1 (-v) or 2 (-vv); > 0 also shows tracebacks of config errors.
+        live: progress as a live table (True), plain lines (False), or None: live on a terminal.
 
     Returns:
-        EXIT_OK, or EXIT_INTERRUPTED after Ctrl-C.
+        EXIT_OK, or 130 / 143 after SIGINT (Ctrl-C) / SIGTERM (see `_StopOnSignal`).
 
     Raises:
         UsageError: the trainer rejected the config (ValueError at construction).
@@ -413,6 +460,8 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> in
     created_logdir = make_logdir(exp.run, exp.env, exp.local_dir) if exp.local_dir else None
     trainer = None
     code = EXIT_OK
+    stop_signal = _StopOnSignal()
+    progress = ProgressReporter(exp.stop, format_progress, live=live)
     try:
         try:
             trainer = trainer_cls(config=exp.config, env=exp.env, logdir=created_logdir)
@@ -434,11 +483,12 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> in
         first = True
         result: Mapping[str, Any] = {}
         while True:
+            stop_signal.install()
             result = trainer.train()
             if first:
                 first = False
                 _warn_missing_stop_keys(result, exp.stop)
-            print(format_progress(result, list(exp.stop)), flush=True)
+            progress.update(result)
             iteration = result.get("training_iteration")
             if exp.checkpoint_freq and isinstance(iteration, int) \
                     and iteration % exp.checkpoint_freq == 0:
@@ -450,10 +500,15 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> in
                     print(f"Stop criterion met: {key} = {shown} >= {threshold} "
                           f"(iteration {iteration})", flush=True)
                 break
-        if exp.checkpoint_at_end:
+            if stop_signal.signum is not None:
+                code = stop_signal.exit_code
+                print(f"Interrupted ({signal.Signals(stop_signal.signum).name}) after iteration {iteration}: "
+                      "stopping.", flush=True)
+                break
+        if exp.checkpoint_at_end or (code != EXIT_OK and exp.checkpoint_freq):
             checkpointer.save(trainer, result.get("training_iteration"))
     except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
+        code = stop_signal.exit_code or EXIT_INTERRUPTED
         print("\nInterrupted (Ctrl-C): stopping.", flush=True)
         if trainer is not None and exp.checkpoint_at_end:
             try:
@@ -461,6 +516,8 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> in
             except Exception:
                 logger.exception("Saving the final checkpoint after Ctrl-C failed")
     finally:
+        progress.close()
+        stop_signal.restore()
         if trainer is not None:
             try:
                 trainer.stop()
@@ -488,13 +545,56 @@ def _resolve_trainers(experiments: List[Experiment]) -> List[type]:
     return classes
 
 
+def _check_tune_available(experiments: List[Experiment]) -> None:
+    from rlfleet.tune import TUNE_INSTALL_HINT, find_search_space, tune_available
+
+    for exp in experiments:
+        if exp.needs_tune and not tune_available():
+            what = (f"config key {find_search_space(exp.config)!r} is a search space" if exp.num_samples == 1
+                    else f"num_samples is {exp.num_samples}")
+            raise UsageError(f"experiment {exp.name!r}: {what}, which needs Ray Tune; install it with: "
+                             f"{TUNE_INSTALL_HINT}")
+
+
+def run_tune_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0) -> int:
+    """Runs an experiment with search spaces or `num_samples` through Ray Tune (rlfleet.tune):
+    one trial per sample, Tune's status table as progress, results under
+    `<local_dir>/<experiment name>/<trial>/`.
+
+    Returns:
+        EXIT_OK when every trial finished, else 1 (the failed trials are named).
+    """
+    from rlfleet.tune import run_experiments
+
+    print(f"== {exp.name}: {exp.run} on {exp.env or '(env from config)'} through Ray Tune, "
+          f"{exp.num_samples} sample(s) | {_describe_stop(exp.stop)}", flush=True)
+    trials = run_experiments({exp.name: {
+        "run": trainer_cls, "config": exp.config, "stop": exp.stop, "num_samples": exp.num_samples,
+        "checkpoint_freq": exp.checkpoint_freq, "checkpoint_at_end": exp.checkpoint_at_end,
+        "keep_checkpoints_num": exp.keep_checkpoints_num, "local_dir": exp.local_dir,
+    }}, verbose=1 if verbosity <= 0 else 2)
+    failed = [t for t in trials if t.status != "TERMINATED"]
+    for trial in trials:
+        print(f"{trial}: {trial.status} | {format_progress(trial.last_result or {}, list(exp.stop))}", flush=True)
+    if trials:
+        print(f"Results: {os.path.dirname(trials[0].path)}", flush=True)
+    if failed:
+        print(f"{len(failed)} trial(s) failed: {', '.join(str(t) for t in failed)}", file=sys.stderr)
+        return 1
+    return EXIT_OK
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     experiments = load_experiments(args)
     # Resolve every algorithm before training anything: a typo in the third experiment of
     # a file should not surface after the first two ran for an hour.
     classes = _resolve_trainers(experiments)
+    _check_tune_available(experiments)
     for exp, cls in zip(experiments, classes):
-        code = run_experiment(exp, cls, verbosity=args.verbose)
+        if exp.needs_tune:
+            code = run_tune_experiment(exp, cls, verbosity=args.verbose)
+        else:
+            code = run_experiment(exp, cls, verbosity=args.verbose, live=False if args.quiet else None)
         if code != EXIT_OK:
             return code
     return EXIT_OK
@@ -507,7 +607,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise UsageError(f"argument --episodes: must be >= 1, got {args.episodes}")
     try:
         report = evaluate_checkpoint(args.checkpoint, args.episodes, env=args.env, render=args.render,
-                                     on_episode=lambda i, ret, length: print(
+                                     video=args.video, trusted_modules=args.trust_modules, on_episode=lambda i, ret, length: print(
                                          f"Episode {i + 1}: return {ret:.6g} (length {length})", flush=True))
     except ValueError as exc:  # CheckpointError, bad --env: user errors, no traceback
         if args.verbose > 0:
@@ -518,6 +618,29 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
         print(f"Wrote {args.out}", flush=True)
+    return EXIT_OK
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from rlfleet.plot import plot_runs
+
+    out = args.out or os.path.join(args.run_dirs[0], "curve.png")
+    try:
+        path = plot_runs(args.run_dirs, out, metric=args.metric, x=args.x, smoothing=args.smooth)
+    except (ValueError, ImportError) as exc:  # no runs, unknown metric, no matplotlib: user errors
+        raise UsageError(str(exc)) from None
+    print(f"Wrote {path}", flush=True)
+    return EXIT_OK
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from rlfleet.config import config_reference, describe_keys
+
+    try:
+        text = config_reference() if args.markdown else describe_keys(args.algorithm)
+    except ValueError as exc:  # an unknown algorithm: its message lists the known ones
+        raise UsageError(str(exc)) from None
+    print(text, end="")
     return EXIT_OK
 
 
@@ -563,6 +686,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep only the N newest checkpoints of the run (default: all)")
     train.add_argument("-v", "--verbose", action="count", default=0,
                        help="more logging (-v info, -vv debug)")
+    train.add_argument("-q", "--quiet", action="store_true", default=False,
+                       help="plain progress lines instead of the live table shown on a terminal")
     train.set_defaults(func=_cmd_train, subparser=train)
 
     ev = subs.add_parser(
@@ -576,13 +701,40 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes to run (default 10)")
     ev.add_argument("--env", help="run in this env instead of the checkpoint's")
     ev.add_argument("--render", action="store_true", default=False, help="render each step")
+    ev.add_argument("--video", metavar="DIR", help="record the episodes as MP4 files into DIR (rlfleet[video])")
+    ev.add_argument("--trust-module", action="append", default=[], dest="trust_modules", metavar="NAME",
+                    help="let the checkpoint's classes and functions be imported from module/package NAME "
+                         "(repeatable; rlfleet and gymnasium are always trusted, nothing else by default)")
     ev.add_argument("--out", metavar="FILE", help="also write the returns to FILE as JSON")
     ev.add_argument("-v", "--verbose", action="count", default=0,
                     help="more logging (-v info, -vv debug)")
     ev.set_defaults(func=_cmd_evaluate, subparser=ev)
 
+    cfg = subs.add_parser("config", help="print every config key with its default and meaning",
+                          description="Print the config keys (Markdown tables): the common ones, or those of "
+                                      "algorithm ALGO with its defaults.")
+    cfg.add_argument("algorithm", nargs="?", metavar="ALGO", help="an algorithm name, e.g. PPO")
+    cfg.add_argument("--markdown", action="store_true", default=False,
+                     help="the whole reference (docs/config.md): common keys and every algorithm's")
+    cfg.set_defaults(func=_cmd_config, subparser=cfg, verbose=0)
+
     lst = subs.add_parser("list", help="list the available algorithms")
     lst.set_defaults(func=_cmd_list, subparser=lst, verbose=0)
+
+    plot = subs.add_parser(
+        "plot", help="draw learning curves of runs as a PNG",
+        description="Draw a metric against timesteps (or time) for one or several runs (folders with a "
+                    "result.json, or folders of them such as a Tune experiment), with min/max bands.",
+        epilog="example:\n  rlfleet plot ~/rlfleet_results/PPO_CartPole-v1_* --smooth 5 --out curve.png",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run folder or a folder of runs")
+    plot.add_argument("--metric", default="episode_reward_mean",
+                      help="result key to plot, nested with '/' (default episode_reward_mean)")
+    plot.add_argument("--x", default="timesteps_total",
+                      help="x axis: timesteps_total (default), time_total_s, training_iteration, ...")
+    plot.add_argument("--smooth", type=int, default=1, metavar="N", help="moving average over N points")
+    plot.add_argument("--out", metavar="FILE", help="the PNG to write (default: RUN_DIR/curve.png)")
+    plot.set_defaults(func=_cmd_plot, subparser=plot, verbose=0)
     return parser
 
 

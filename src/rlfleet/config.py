@@ -21,6 +21,9 @@ Deviations from the reference (RLlib 1.x) defaults:
 - ``tf_session_args``, ``local_tf_session_args`` and ``eager_tracing`` are accepted so old
   configs load, and ignored (a one-time log notice when set to a non-default value).
 - ``recreate_failed_workers`` (default False) is new.
+- ``disable_env_checking`` (default False; later RLlib versions have it) and
+  ``max_nonfinite_updates`` (default 5) are new: see ``rlfleet.env.checks`` and
+  ``TorchPolicy._step``.
 - Deprecated keys live in ``DEPRECATED_KEYS``, not as sentinel values in ``COMMON_CONFIG``.
 - Features that later versions enable are listed in ``NOT_YET_AVAILABLE``; setting one of
   them to a non-default value is a clear error (see ``check_available``).
@@ -31,6 +34,7 @@ import copy
 import logging
 import math
 import numbers
+import os
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from rlfleet.callbacks import DefaultCallbacks
@@ -150,15 +154,116 @@ def positive_int_list(v: Any) -> Any:
     return list(v)
 
 
+def boolean(v: Any) -> Any:
+    """True or False (NumPy bools and the ints 0 / 1 that YAML tools write are taken as such)."""
+    if isinstance(v, bool):
+        return v
+    if type(v).__name__ == "bool_" or (_is_int(v) and v in (0, 1)):
+        return bool(v)
+    raise InvalidValue("True or False")
+
+
 def activation(v: Any) -> Any:
     """An activation name the built-in networks know."""
     # Imported here: the models package sits above config in the layers.
     from rlfleet.models.fcnet import activation_class
 
+    if v is not None and not isinstance(v, str):
+        raise InvalidValue("an activation name (a str) or None")
     try:
         activation_class(v)
     except ValueError as e:
         raise InvalidValue(str(e).split("; use ", 1)[-1]) from None
+    return v
+
+
+def schedule(key: str) -> Check:
+    """None (a constant value), `[[timestep, value], ...]`, or a schedule spec dict."""
+    def check(v: Any) -> Any:
+        if v is None:
+            return v
+        from rlfleet.utils.schedules import make_schedule
+
+        try:
+            make_schedule(0.0, v, key)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise InvalidValue("None, a list of [timestep, value] pairs with increasing timesteps, or a "
+                               "dict {'type': 'PolynomialSchedule' | 'ExponentialSchedule' | ..., ...}") from None
+        return v
+
+    return check
+
+
+def _conv_filters(v: Any) -> Any:
+    if v is None:
+        return v
+
+    def size(x: Any) -> bool:
+        if isinstance(x, (list, tuple)):
+            return len(x) == 2 and all(_is_int(i) and i > 0 for i in x)
+        return _is_int(x) and x > 0
+
+    if (isinstance(v, (list, tuple)) and v and all(
+            isinstance(f, (list, tuple)) and len(f) == 3 and _is_int(f[0]) and f[0] > 0 and size(f[1]) and size(f[2])
+            for f in v)):
+        return [list(f) for f in v]
+    raise InvalidValue("None (picked by image size) or a non-empty list of [out_channels, kernel, stride] "
+                       "(kernel and stride an int > 0 or a pair [h, w]), e.g. [[16, 8, 4], [32, 4, 2]]")
+
+
+def _name_or_class(what: str) -> Check:
+    def check(v: Any) -> Any:
+        if v is None or isinstance(v, (str, type)):
+            return v
+        raise InvalidValue(f"None, the registered name (a str) or the class of a {what}")
+
+    return check
+
+
+def _space_or_none(v: Any) -> Any:
+    import gymnasium as gym
+
+    if v is None or isinstance(v, gym.spaces.Space):
+        return v
+    raise InvalidValue("None (inferred from the env) or a gymnasium.spaces.Space")
+
+
+def _path_or_none(v: Any) -> Any:
+    if v is None or isinstance(v, (str, os.PathLike)):
+        return v
+    raise InvalidValue("None or a folder path (a str)")
+
+
+def _str_list(v: Any) -> Any:
+    if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+        return list(v)
+    raise InvalidValue("a list of column names (str)")
+
+
+def _environ(v: Any) -> Any:
+    if not isinstance(v, dict):
+        raise InvalidValue("a dict {VARIABLE_NAME: value}")
+    for name, value in v.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise InvalidValue(f"a dict {{VARIABLE_NAME: value}}; {name!r} is not an environment variable name")
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool) or "\0" in str(value):
+            raise InvalidValue(f"a dict {{VARIABLE_NAME: str or number}}; the value of {name!r} is {value!r}")
+        if name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") and not (str(value).strip().isdigit() and int(value) >= 1):
+            raise InvalidValue(f"a dict {{VARIABLE_NAME: value}} with {name} an int >= 1, not {value!r}")
+    return v
+
+
+# `betas` is checked here (torch would index a short list: IndexError); the other entries
+# are checked by torch.optim.Adam when the policy builds it (`build_adam`, naming the key).
+def _optimizer(v: Any) -> Any:
+    if not isinstance(v, dict):
+        raise InvalidValue("a dict of torch.optim.Adam arguments, e.g. {'eps': 1e-5, 'betas': [0.9, 0.99]}")
+    if "betas" in v:
+        betas = v["betas"]
+        if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(_is_num(b) and 0 <= b < 1 for b in betas)):
+            raise InvalidValue(f"'betas' to be a pair of numbers in [0, 1), e.g. [0.9, 0.999], not {betas!r}")
+    if "amsgrad" in v and not isinstance(v["amsgrad"], bool):
+        raise InvalidValue(f"'amsgrad' to be True or False, not {v['amsgrad']!r}")
     return v
 
 
@@ -190,11 +295,34 @@ def _clip_rewards(v: Any) -> Any:
                        "or a (low, high) pair with low < high")
 
 
+def _batch_wait_ms(v: Any) -> Any:
+    # The sampler steps its sub-envs in lockstep (see env/remote_vector_env.py), so a wait
+    # that lets a step go on with only the sub-envs that answered cannot be honoured.
+    if not _is_num(v) or v != 0:
+        raise InvalidValue("0: remote sub-envs step in lockstep (every step waits for all of them, which "
+                           "run in parallel), so a partial wait cannot be honoured; remove the key")
+    return v
+
+
 def _record_env(v: Any) -> Any:
     if v == "":  # an empty folder name means "the default folder"
         return True
     if not isinstance(v, (bool, str)):
         raise InvalidValue("False, True (default video folder) or a folder path")
+    return v
+
+
+def _logger_config(v: Any) -> Any:
+    if v is None:
+        return v
+    if not isinstance(v, dict):
+        raise InvalidValue("None or a dict {'type': a logger class, its 'package.module.Class' path or a list of "
+                           "them, **options}")
+    kind = v.get("type")
+    kinds = kind if isinstance(kind, (list, tuple)) else [kind]
+    if "type" in v and (not kinds or not all(isinstance(k, (type, str)) for k in kinds)):
+        raise InvalidValue("a dict whose 'type' is a logger class (with on_result(result) and close()), its "
+                           "'package.module.Class' path, or a non-empty list of them")
     return v
 
 
@@ -235,10 +363,24 @@ def _callbacks(v: Any) -> Any:
 
 def _input_evaluation(v: Any) -> Any:
     if isinstance(v, tuple):
-        return list(v)
-    if not isinstance(v, list):
-        raise InvalidValue("a list of estimator names, e.g. ['is', 'wis'], or []")
+        v = list(v)
+    if not isinstance(v, list) or not all(x in ("is", "wis", "simulation") for x in v):
+        raise InvalidValue("a list of estimator names ('is', 'wis', 'simulation'), e.g. ['is', 'wis'], or []")
     return v
+
+
+def _input(v: Any) -> Any:
+    # Imported here: the offline package's readers say what an input may be.
+    from rlfleet.offline.readers import check_input_spec
+
+    return check_input_spec(v)
+
+
+def _output(v: Any) -> Any:
+    if v is None or callable(v) or (isinstance(v, str) and v):
+        return v
+    raise InvalidValue("None (no output), 'logdir' (the results folder), a folder path, or a callable "
+                       "IOContext -> writer")
 
 
 def _policies(v: Any) -> Dict[str, Any]:
@@ -267,6 +409,13 @@ def _policies(v: Any) -> Dict[str, Any]:
                              f"{spec.config!r}; expected a dict or None")
         out[pid] = spec
     return out
+
+
+def _sampler_class_or_none(v: Any) -> Any:
+    if v is None or isinstance(v, type) or (isinstance(v, str) and ":" in v):
+        return v
+    raise InvalidValue("None (the built-in samplers), a class implementing rlfleet.rollout.sampler_api.Sampler, "
+                       "or its 'module:Class' path")
 
 
 def _callable_or_none(signature: str) -> Check:
@@ -302,39 +451,41 @@ K = ConfigKey
 
 MODEL_KEYS: List[ConfigKey] = [
     K("fcnet_hiddens", [256, 256], "Hidden layer sizes of the fully connected network.", positive_int_list),
-    K("fcnet_activation", "tanh", "Activation of the fully connected layers."),
-    K("conv_filters", None, "CNN layers as [out_channels, kernel, stride] triples; None picks by image size."),
-    K("conv_activation", "relu", "Activation of the CNN layers."),
+    K("fcnet_activation", "tanh", "Activation of the fully connected layers.", activation),
+    K("conv_filters", None, "CNN layers as [out_channels, kernel, stride] triples; None picks by image size.",
+      _conv_filters),
+    K("conv_activation", "relu", "Activation of the CNN layers.", activation),
     K("post_fcnet_hiddens", [], "Extra dense layers after the conv/LSTM stack.", positive_int_list),
-    K("post_fcnet_activation", "relu", "Activation of the post_fcnet layers."),
-    K("free_log_std", False, "Learn Gaussian log-std as free parameters, not as network outputs."),
-    K("no_final_linear", False, "Let the last hidden layer emit the action outputs directly."),
-    K("vf_share_layers", True, "Value head shares the policy's hidden layers."),
-    K("use_lstm", False, "Wrap the model with an LSTM."),
+    K("post_fcnet_activation", "relu", "Activation of the post_fcnet layers.", activation),
+    K("free_log_std", False, "Learn Gaussian log-std as free parameters, not as network outputs.", boolean),
+    K("no_final_linear", False, "Let the last hidden layer emit the action outputs directly.", boolean),
+    K("vf_share_layers", True, "Value head shares the policy's hidden layers.", boolean),
+    K("use_lstm", False, "Wrap the model with an LSTM.", boolean),
     K("max_seq_len", 20, "Longest sequence an RNN is trained on.", int_at_least(1)),
     K("lstm_cell_size", 256, "LSTM state size.", int_at_least(1)),
-    K("lstm_use_prev_action", False, "Feed the previous action into the LSTM."),
-    K("lstm_use_prev_reward", False, "Feed the previous reward into the LSTM."),
-    K("_time_major", False, "RNN tensors are [time, batch, ...] instead of [batch, time, ...]."),
+    K("lstm_use_prev_action", False, "Feed the previous action into the LSTM.", boolean),
+    K("lstm_use_prev_reward", False, "Feed the previous reward into the LSTM.", boolean),
+    K("_time_major", False, "RNN tensors are [time, batch, ...] instead of [batch, time, ...].", boolean),
     K("use_attention", False, "Wrap the model with a GTrXL attention net."),
-    K("attention_num_transformer_units", 1, "Number of transformer blocks."),
-    K("attention_dim", 64, "Input/output size of each transformer block."),
-    K("attention_num_heads", 1, "Attention heads per block."),
-    K("attention_head_dim", 32, "Size of each attention head."),
-    K("attention_memory_inference", 50, "Past timesteps attended to when acting."),
-    K("attention_memory_training", 50, "Past timesteps attended to when learning."),
-    K("attention_position_wise_mlp_dim", 32, "Hidden size of the position-wise MLP."),
+    K("attention_num_transformer_units", 1, "Number of transformer blocks.", int_at_least(1)),
+    K("attention_dim", 64, "Input/output size of each transformer block.", int_at_least(1)),
+    K("attention_num_heads", 1, "Attention heads per block.", int_at_least(1)),
+    K("attention_head_dim", 32, "Size of each attention head.", int_at_least(1)),
+    K("attention_memory_inference", 50, "Past timesteps attended to when acting.", int_at_least(1)),
+    K("attention_memory_training", 50, "Past timesteps attended to when learning.", int_at_least(1)),
+    K("attention_position_wise_mlp_dim", 32, "Hidden size of the position-wise MLP.", int_at_least(1)),
     K("attention_init_gru_gate_bias", 2.0, "Initial bias of the GRU gates."),
-    K("attention_use_n_prev_actions", 0, "Previous actions fed to the attention net."),
-    K("attention_use_n_prev_rewards", 0, "Previous rewards fed to the attention net."),
-    K("framestack", True, "Stack the last 4 frames in the deepmind Atari preprocessing."),
+    K("attention_use_n_prev_actions", 0, "Previous actions fed to the attention net.", int_at_least(0)),
+    K("attention_use_n_prev_rewards", 0, "Previous rewards fed to the attention net.", int_at_least(0)),
+    K("framestack", True, "Stack the last 4 frames in the deepmind Atari preprocessing.", boolean),
     K("dim", 84, "Side length images are resized to.", int_at_least(1)),
-    K("grayscale", False, "Convert images to grayscale (deepmind preprocessing)."),
-    K("zero_mean", True, "Scale image pixels to [-1, 1] instead of [0, 1]."),
-    K("custom_model", None, "Registered name or class of a user model."),
-    K("custom_model_config", {}, "Keyword arguments passed to the custom model."),
-    K("custom_action_dist", None, "Registered name or class of a user action distribution."),
-    K("custom_preprocessor", None, "Registered name of a user preprocessor."),
+    K("grayscale", False, "Convert images to grayscale (deepmind preprocessing).", boolean),
+    K("zero_mean", True, "Scale image pixels to [-1, 1] instead of [0, 1].", boolean),
+    K("custom_model", None, "Registered name or class of a user model.", _name_or_class("custom model")),
+    K("custom_model_config", {}, "Keyword arguments passed to the custom model.", dict_value(none_as_empty=True)),
+    K("custom_action_dist", None, "Registered name or class of a user action distribution.",
+      _name_or_class("custom action distribution")),
+    K("custom_preprocessor", None, "Registered name of a user preprocessor.", _name_or_class("custom preprocessor")),
 ]
 
 
@@ -365,7 +516,7 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
     "Rollout workers": [
         K("num_workers", 0, "Remote sampling workers; 0 samples in the trainer's own process.", int_at_least(0)),
         K("num_envs_per_worker", 1, "Envs each worker steps together as one batched vector.", int_at_least(1)),
-        K("create_env_on_driver", False, "Give the local worker an env even when remote workers sample."),
+        K("create_env_on_driver", False, "Give the local worker an env even when remote workers sample.", boolean),
         K("rollout_fragment_length", 200, "Steps per sampled fragment, per env of a worker.", int_at_least(1)),
         K("batch_mode", "truncate_episodes", "truncate_episodes: fixed-size fragments; "
           "complete_episodes: fragments end only at episode ends.",
@@ -378,24 +529,25 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("model", MODEL_DEFAULTS, "Model options; see the model.* keys.", dict_value(none_as_empty=True)),
         K("optimizer", {}, "Extra torch.optim.Adam arguments (eps, betas, weight_decay, amsgrad, ...) for every "
           "optimizer of a policy; they override the algorithm's own (SAC's eps, DQN's adam_epsilon). Learning "
-          "rates have their own keys.", dict_value()),
+          "rates have their own keys.", _optimizer),
     ],
     "Environment": [
         K("horizon", None, "Force an episode end after this many steps; None uses the env's time limit.",
           optional(int_at_least(1), "the env's own limit")),
-        K("soft_horizon", False, "At the horizon, end the episode for learning but do not reset the env."),
-        K("no_done_at_end", False, "Never mark the last step of an episode as done."),
+        K("soft_horizon", False, "At the horizon, end the episode for learning but do not reset the env.", boolean),
+        K("no_done_at_end", False, "Never mark the last step of an episode as done.", boolean),
         K("env", None, "Env name (registered or Gymnasium id), class, or 'module.Class' path."),
-        K("observation_space", None, "Policies' observation space; None infers it from the env."),
-        K("action_space", None, "Policies' action space; None infers it from the env."),
+        K("observation_space", None, "Policies' observation space; None infers it from the env.", _space_or_none),
+        K("action_space", None, "Policies' action space; None infers it from the env.", _space_or_none),
         K("env_config", {}, "Dict given to the env creator (as an EnvContext).", dict_value(none_as_empty=True)),
-        K("env_task_fn", None, "fn(train_result, env, env_context) -> new task, for TaskSettableEnv."),
+        K("env_task_fn", None, "fn(train_result, env, env_context) -> new task, for TaskSettableEnv.",
+          _callable_or_none("(train_results, task_settable_env, env_ctx) -> new_task")),
         K("render_env", False, "Render the env of the local worker (or of worker 1)."),
         K("record_env", False, "Record videos: True for the results folder, or a folder path.", _record_env),
         K("clip_rewards", None, "None: sign-clip on Atari only; True: sign; False: never; "
           "x: clip to [-x, x]; (lo, hi): clip to [lo, hi].", _clip_rewards),
-        K("normalize_actions", True, "Learn in a normalized action space; unsquash to the env's bounds."),
-        K("clip_actions", False, "Clip actions to the env's bounds before stepping."),
+        K("normalize_actions", True, "Learn in a normalized action space; unsquash to the env's bounds.", boolean),
+        K("clip_actions", False, "Clip actions to the env's bounds before stepping.", boolean),
         K("preprocessor_pref", "deepmind", "Default observation preprocessors: 'deepmind' or 'rllib'.",
           one_of("deepmind", "rllib", None)),
     ],
@@ -404,9 +556,13 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           one_of("DEBUG", "INFO", "WARN", "WARNING", "ERROR")),
         K("callbacks", DefaultCallbacks, "DefaultCallbacks subclass whose hooks run during training.",
           _callbacks),
-        K("ignore_worker_failures", False, "Keep training when a remote worker dies."),
-        K("recreate_failed_workers", False, "Restart a dead remote worker and give it the current weights."),
-        K("log_sys_usage", True, "Add CPU/memory (and GPU) usage to the results."),
+        K("ignore_worker_failures", False, "Keep training when a remote worker dies.", boolean),
+        K("recreate_failed_workers", False, "Restart a dead remote worker and give it the current weights.", boolean),
+        K("disable_env_checking", False, "Skip the per-step checks of observations (space, NaN) and rewards "
+          "(finite) after the first episode; env errors still say where they happened.", boolean),
+        K("max_nonfinite_updates", 5, "Gradient updates with a NaN/inf loss or gradient are skipped (counted as "
+          "info/learner/<policy>/num_nonfinite_updates); more than this many in a row raise.", int_at_least(0)),
+        K("log_sys_usage", True, "Add CPU/memory (and GPU) usage to the results.", boolean),
         K("fake_sampler", False, "Replay one sampled batch forever (throughput testing only)."),
     ],
     "Framework": [
@@ -414,7 +570,7 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("eager_tracing", False, "TensorFlow only; accepted and ignored."),
     ],
     "Exploration": [
-        K("explore", True, "Explore when computing actions, unless a call says otherwise."),
+        K("explore", True, "Explore when computing actions, unless a call says otherwise.", boolean),
         K("exploration_config", {}, "Exploration object config: 'type' plus its constructor arguments.",
           dict_value()),
         K("exploration_config.type", "StochasticSampling", "Exploration class or its name "
@@ -425,33 +581,36 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",
           optional(int_at_least(1), "no evaluation")),
         K("evaluation_num_episodes", 10, "Episodes per evaluation (at least).", int_at_least(1)),
-        K("evaluation_parallel_to_training", False, "Evaluate in a thread while train() runs."),
-        K("in_evaluation", False, "Set internally on evaluation workers."),
+        K("evaluation_parallel_to_training", False, "Evaluate in a thread while train() runs.", boolean),
+        K("in_evaluation", False, "Set internally on evaluation workers.", boolean),
         K("evaluation_config", {}, "Overrides of this config for evaluation (e.g. explore False).",
           dict_value(none_as_empty=True)),
         K("evaluation_num_workers", 0, "Remote evaluation workers; 0 evaluates in the trainer.", int_at_least(0)),
-        K("custom_eval_function", None, "fn(trainer, eval_workers) -> metrics dict, replacing evaluate()."),
+        K("custom_eval_function", None, "fn(trainer, eval_workers) -> metrics dict, replacing evaluate().",
+          _callable_or_none("(trainer, eval_workers) -> metrics dict")),
     ],
     "Advanced rollout settings": [
-        K("sample_async", False, "Sample in a background thread (slightly off-policy)."),
-        K("sample_collector", None, "Sample collector class; None is the built-in one."),
+        K("sample_async", False, "Sample in a background thread (slightly off-policy).", boolean),
+        K("sample_collector", None, "A class (or 'module:Class') implementing rollout.sampler_api.Sampler, "
+          "built as cls(worker=, settings=); None: the built-in samplers.", _sampler_class_or_none),
         K("observation_filter", "NoFilter", "Per-element observation filter: 'NoFilter' or 'MeanStdFilter'.",
           one_of("NoFilter", "MeanStdFilter", or_callable=True)),
-        K("synchronize_filters", True, "Sync filter statistics across workers each iteration."),
+        K("synchronize_filters", True, "Sync filter statistics across workers each iteration.", boolean),
         K("tf_session_args", _TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
         K("local_tf_session_args", _LOCAL_TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
-        K("compress_observations", False, "LZ4-compress each observation in sample batches."),
+        K("compress_observations", False, "LZ4-compress each observation in sample batches.", boolean),
         K("collect_metrics_timeout", 180, "Seconds to wait for workers' metrics; late ones count next time.",
           number_in(0)),
         K("metrics_smoothing_episodes", 100, "Episodes that reported metrics are averaged over.", int_at_least(1)),
-        K("remote_worker_envs", False, "Run each of a worker's vector envs in its own process."),
-        K("remote_env_batch_wait_ms", 0, "Milliseconds to wait for remote envs when polling.", number_in(0)),
+        K("remote_worker_envs", False, "Run each of a worker's vector envs in its own process.", boolean),
+        K("remote_env_batch_wait_ms", 0, "Milliseconds to wait for remote envs when polling; only 0: remote "
+          "sub-envs step in lockstep, each step waits for all of them.", _batch_wait_ms),
         K("min_iter_time_s", 0, "Least seconds one train() call takes.", number_in(0)),
         K("timesteps_per_iteration", 0, "Least env steps one train() call samples.", int_at_least(0)),
         K("seed", None, "Seed for envs, workers and policies; None is nondeterministic.",
           optional(int_at_least(0), "unseeded")),
-        K("extra_python_environs_for_driver", {}, "Env variables set in the trainer process.", dict_value()),
-        K("extra_python_environs_for_worker", {}, "Env variables set in worker processes.", dict_value()),
+        K("extra_python_environs_for_driver", {}, "Env variables set in the trainer process.", _environ),
+        K("extra_python_environs_for_worker", {}, "Env variables set in worker processes.", _environ),
     ],
     "Resources": [
         K("num_gpus", 0, "GPUs for the trainer process (may be fractional).", number_in(0)),
@@ -465,14 +624,17 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           one_of("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
     ],
     "Offline data": [
-        K("input", "sampler", "Where experience comes from: 'sampler' (the env), files, or a mix."),
+        K("input", "sampler", "Where experience comes from: 'sampler' (the env); a JSON-lines file, folder, glob "
+          "or list of them; a mixture {source: probability}; a name given to register_input; "
+          "'minari:<dataset id>'; or a callable IOContext -> reader.", _input),
         K("input_config", {}, "Options for a custom input reader.", dict_value()),
-        K("actions_in_input_normalized", False, "Offline actions are already normalized to [-1, 1]."),
+        K("actions_in_input_normalized", False, "Offline actions are already normalized to [-1, 1].", boolean),
         K("input_evaluation", ["is", "wis"], "Off-policy estimators run on offline input.", _input_evaluation),
-        K("postprocess_inputs", False, "Run postprocess_trajectory on offline batches."),
+        K("postprocess_inputs", False, "Run postprocess_trajectory on offline batches.", boolean),
         K("shuffle_buffer_size", 0, "Shuffle offline batches through a buffer of this many.", int_at_least(0)),
-        K("output", None, "Where to write sampled experience: None, 'logdir', or a folder path."),
-        K("output_compress_columns", ["obs", "new_obs"], "Sample batch columns LZ4-compressed in output."),
+        K("output", None, "Where to write sampled experience (JSON lines): None, 'logdir', a folder path, or a "
+          "callable IOContext -> writer.", _output),
+        K("output_compress_columns", ["obs", "new_obs"], "Sample batch columns LZ4-compressed in output.", _str_list),
         K("output_max_file_size", 64 * 1024 * 1024, "Bytes per output file before a new one starts.", int_at_least(1)),
     ],
     "Multi-agent": [
@@ -481,7 +643,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           _policies),
         K("multiagent.policy_map_capacity", 100, "Policies kept in memory before spilling the LRU ones.",
           int_at_least(1)),
-        K("multiagent.policy_map_cache", None, "Folder for spilled policies; None is the results folder."),
+        K("multiagent.policy_map_cache", None, "Folder for spilled policies; None is the results folder.",
+          _path_or_none),
         K("multiagent.policy_mapping_fn", None, "fn(agent_id, episode, worker, **kwargs) -> policy_id; "
           "None maps every agent to 'default_policy' (or to the only policy).",
           _callable_or_none("(agent_id, episode, worker, **kwargs) -> policy_id")),
@@ -495,7 +658,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           one_of("env_steps", "agent_steps")),
     ],
     "Logging": [
-        K("logger_config", None, "Options for the result loggers (e.g. 'type')."),
+        K("logger_config", None, "Result loggers: {'type': a logger class or a list of them (default: result.json, "
+                                 "progress.csv and TensorBoard events), **their options}.", _logger_config),
     ],
 }
 
@@ -556,19 +720,7 @@ DEPRECATED_KEYS: Dict[str, DeprecatedKey] = {
 NOT_YET_AVAILABLE: Dict[str, str] = {
     "num_gpus": "needs GPU learning",
     "_fake_gpus": "needs multi-GPU learning",
-    "input": "needs offline input readers",
-    "output": "needs offline output writers",
-    "model.use_attention": "needs attention models",
-    "record_env": "needs video recording",
-    "render_env": "needs env rendering",
-    "env_task_fn": "needs TaskSettableEnv curricula",
-    "fake_sampler": "needs the fake sampler",
-    "sample_collector": "needs pluggable sample collectors",
-    "logger_config": "needs configurable loggers",
 }
-# The offline sub-keys (input_config, input_evaluation, shuffle_buffer_size,
-# output_compress_columns, ...) are not listed: they do nothing unless `input` or `output`
-# is set, and those two are listed.
 
 # Where "non-default" is not plain inequality with the declared default.
 _IN_USE: Dict[str, Callable[[Any], bool]] = {}
@@ -804,6 +956,10 @@ def check_keys(config: dict, keys: Iterable[ConfigKey]) -> None:
             parent[leaf] = key.check(value)
         except InvalidValue as e:
             raise ValueError(e.message(key.name, value)) from None
+        except (TypeError, AttributeError, KeyError, IndexError) as e:
+            # A check that could not even read the value: still the user's value at fault.
+            raise ValueError(f"'{key.name}': {value!r} is invalid ({type(e).__name__}: {e}); "
+                             f"see describe_keys() for what it takes") from e
 
 
 def _not_common_checks(algo_keys: Iterable[ConfigKey]) -> List[ConfigKey]:
@@ -915,3 +1071,17 @@ def describe_keys(algorithm: Optional[str] = None) -> str:
     for path, dep in DEPRECATED_KEYS.items():
         lines.append(f"| `{path}` | {_cell(dep.replacement or '(ignored)')} |")
     return "\n".join(lines) + "\n"
+
+
+def config_reference() -> str:
+    """The whole config reference (docs/config.md): every common key, then each registered
+    algorithm's own keys and its defaults of common keys. Generated, never edited by hand."""
+    from rlfleet.registry import list_algorithms
+
+    parts = ["# rlfleet config reference", "",
+             "Generated by `rlfleet config --markdown` from the declared keys; `rlfleet config ALGO` "
+             "prints one algorithm's view.", "", "## Common keys", "", describe_keys()]
+    for name in list_algorithms():
+        own = describe_keys(name).split("\n### ", 2)[0]  # the algorithm's section comes first
+        parts += [f"## {name}", "", own.replace("### ", "", 1).split("\n", 1)[1].strip(), ""]
+    return "\n".join(parts).rstrip("\n") + "\n"

@@ -11,7 +11,7 @@ import concurrent.futures
 import copy
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from rlfleet.config import validate_config
 from rlfleet.rollout.metrics import summarize_episodes
@@ -152,6 +152,8 @@ def evaluate_checkpoint(
     *,
     env: Optional[str] = None,
     render: bool = False,
+    video: Optional[str] = None,
+    trusted_modules: Optional[Sequence[str]] = None,
     on_episode: Optional[Callable[[int, float, int], None]] = None,
 ) -> Dict[str, Any]:
     """Restores `checkpoint_path` (`Trainer.from_checkpoint`) and runs its policies without
@@ -168,6 +170,9 @@ def evaluate_checkpoint(
         num_episodes: how many episodes to run.
         env: an env to use instead of the checkpoint's (its spaces must fit the policy).
         render: render each step (Gymnasium ids are made with `render_mode="human"`).
+        video: a folder to record the episodes into as MP4 files (`record_env`).
+        trusted_modules: modules the checkpoint's classes and functions may be imported
+            from (see `Trainer.from_checkpoint`).
         on_episode: called as `(index, return, length)` after each episode.
 
     Returns:
@@ -181,12 +186,14 @@ def evaluate_checkpoint(
     logdir = tempfile.mkdtemp(prefix="rlfleet-evaluate-")
     trainer = workers = None
     try:
-        trainer = Trainer.from_checkpoint(checkpoint_path, overrides, logdir=logdir,
-                                          logger_creator=lambda cfg: _NoLogger())
+        trainer = Trainer.from_checkpoint(checkpoint_path, overrides, trusted_modules=trusted_modules,
+                                          logdir=logdir, logger_creator=lambda cfg: _NoLogger())
         run_config: Dict[str, Any] = {"explore": False, "num_envs_per_worker": 1}
         if render:
             env_config = dict(trainer.config.get("env_config") or {}, render_mode="human")
             run_config.update(render_env=True, env_config=env_config)
+        if video:
+            run_config["record_env"] = video
         workers = trainer.evaluator.build_workers(run_config, num_workers=0)
         episodes: List[Dict[str, Any]] = []
         for index in range(int(num_episodes)):

@@ -1,5 +1,5 @@
 """Per-run result logging: the results folder, ``params.json``, ``result.json``,
-``progress.csv`` and (when the ``tensorboard`` package is installed) TensorBoard events.
+``progress.csv`` and TensorBoard event files (tensorboardX), and `log_sys_usage`'s numbers.
 
 These are the files users open after a run, so they are written line by line and flushed
 after every result: a crash or Ctrl-C never loses a finished iteration.
@@ -13,12 +13,13 @@ import csv
 import datetime
 import functools
 import json
+import math
 import logging
 import os
 import re
 import secrets
 import types
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +51,41 @@ def default_results_dir() -> str:
 
 
 def sys_usage() -> Dict[str, float]:
-    """CPU and memory use of this machine in percent, for a result's `perf` (`log_sys_usage`);
-    empty without psutil (optional)."""
-    try:
-        import psutil
-    except ImportError:
+    """This machine's CPU and memory use in percent, and each visible GPU's memory (and
+    load, with NVML) once this process uses CUDA, for a result's `perf` (`log_sys_usage`).
+
+    `cpu_util_percent` is the CPU use since the previous call (0.0 on the first).
+    """
+    import psutil
+
+    usage = {"cpu_util_percent": float(psutil.cpu_percent()),
+             "ram_util_percent": float(psutil.virtual_memory().percent)}
+    usage.update(_gpu_usage())
+    return usage
+
+
+def _gpu_usage() -> Dict[str, float]:
+    import sys
+
+    torch = sys.modules.get("torch")  # never import torch just for this
+    if torch is None:
         return {}
-    return {"cpu_util_percent": psutil.cpu_percent(), "ram_util_percent": psutil.virtual_memory().percent}
+    try:
+        # Only once this process uses CUDA: a context made just for these numbers costs
+        # hundreds of MB of GPU memory.
+        if not torch.cuda.is_initialized():
+            return {}
+        out: Dict[str, float] = {}
+        for i in range(torch.cuda.device_count()):
+            free, total = torch.cuda.mem_get_info(i)
+            out[f"vram_util_percent{i}"] = 100.0 * (total - free) / total
+            try:  # needs NVML (the nvidia-ml-py package)
+                out[f"gpu_util_percent{i}"] = float(torch.cuda.utilization(i))
+            except Exception:
+                pass
+        return out
+    except Exception:  # a broken driver must not break training
+        return {}
 
 
 def _sanitize(name: str) -> str:
@@ -266,59 +295,72 @@ def _is_number(value: Any) -> bool:
 
 
 # --------------------------------------------------------------------------------------
-# TensorBoard (optional)
+# Loggers: one per file format; UnifiedLogger runs several over one results folder
 # --------------------------------------------------------------------------------------
-_TB_UNAVAILABLE_LOGGED = False
+class Logger:
+    """One kind of result log in a results folder (the reference's Tune `Logger` interface).
 
-
-def _make_tb_writer(logdir: str) -> Optional[Any]:
-    """Returns a ``SummaryWriter`` for ``logdir``, or None when tensorboard is missing."""
-    global _TB_UNAVAILABLE_LOGGED
-    try:
-        # torch.utils.tensorboard needs the separate `tensorboard` package; import lazily so
-        # that neither torch nor tensorboard loads with this module.
-        from torch.utils.tensorboard import SummaryWriter
-    except Exception as exc:  # ImportError, or a broken tensorboard/protobuf install
-        if not _TB_UNAVAILABLE_LOGGED:
-            _TB_UNAVAILABLE_LOGGED = True
-            logger.debug("TensorBoard logging disabled (%s: %s)", type(exc).__name__, exc)
-        return None
-    return SummaryWriter(log_dir=logdir)
-
-
-# --------------------------------------------------------------------------------------
-# UnifiedLogger
-# --------------------------------------------------------------------------------------
-class UnifiedLogger:
-    """Writes one run's results folder: params.json, result.json, progress.csv, TB events.
+    A `logger_config: {"type": MyLogger, **options}` logger is built as
+    `MyLogger(options, logdir)` and gets every result; Tune's own `Logger` subclasses fit.
 
     Args:
-        config: the run's config, written once to ``params.json`` (made JSON-safe with
-            :func:`to_jsonable`).
-        logdir: the run folder (created if missing). If it already holds a
-            ``progress.csv`` (a run resumed into its old folder), new rows are appended
-            under the existing header.
+        config: the logger's options (`logger_config` without `type`).
+        logdir: the results folder (created if missing).
     """
 
     def __init__(self, config: Mapping[str, Any], logdir: str):
+        self.config = config
         self.logdir = logdir
         os.makedirs(logdir, exist_ok=True)
-        with open(os.path.join(logdir, "params.json"), "w", encoding="utf-8") as f:
-            json.dump(to_jsonable(config), f, indent=2, sort_keys=True)
-            f.write("\n")
 
-        self._json_file = open(os.path.join(logdir, "result.json"), "a", encoding="utf-8")
-        csv_path = os.path.join(logdir, "progress.csv")
-        self._csv_header: Optional[List[str]] = self._existing_csv_header(csv_path)
-        self._csv_file = open(csv_path, "a", encoding="utf-8", newline="")
-        self._csv_writer: Optional[csv.DictWriter] = None
-        if self._csv_header is not None:
-            self._csv_writer = self._new_csv_writer(self._csv_header)
-        self._tb = _make_tb_writer(logdir)
-        self._closed = False
+    def on_result(self, result: Mapping[str, Any]) -> None:
+        """Logs one result dict (as returned by `Trainer.train()`)."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Writes out anything buffered."""
+
+    def close(self) -> None:
+        """Releases the files; called once at the end of the run."""
+
+
+class JsonLogger(Logger):
+    """`result.json`: one JSON line per result, everything kept (flushed after each line)."""
+
+    def __init__(self, config: Mapping[str, Any], logdir: str):
+        super().__init__(config, logdir)
+        self._file = open(os.path.join(logdir, "result.json"), "a", encoding="utf-8")
+
+    def on_result(self, result: Mapping[str, Any]) -> None:
+        self._file.write(json.dumps(_jsonable_dict(result), sort_keys=True) + "\n")
+        self._file.flush()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class CSVLogger(Logger):
+    """`progress.csv`: one row per result, flattened with "/" (bulky keys left out).
+
+    The header is fixed by the first result: keys that show up later (e.g. evaluation
+    metrics) are dropped, missing ones left empty, so every row lines up. A folder that
+    already holds a `progress.csv` (a resumed run) gets new rows under its old header.
+    """
+
+    def __init__(self, config: Mapping[str, Any], logdir: str):
+        super().__init__(config, logdir)
+        path = os.path.join(logdir, "progress.csv")
+        self._header: Optional[List[str]] = self._existing_header(path)
+        self._file = open(path, "a", encoding="utf-8", newline="")
+        self._writer: Optional[csv.DictWriter] = None
+        if self._header is not None:
+            self._writer = self._new_writer(self._header)
 
     @staticmethod
-    def _existing_csv_header(path: str) -> Optional[List[str]]:
+    def _existing_header(path: str) -> Optional[List[str]]:
         try:
             with open(path, encoding="utf-8", newline="") as f:
                 header = next(csv.reader(f), None)
@@ -326,76 +368,199 @@ class UnifiedLogger:
             return None
         return header or None
 
-    def _new_csv_writer(self, header: List[str]) -> csv.DictWriter:
-        # The header is fixed by the first result: keys that show up later (e.g. evaluation
-        # metrics) are dropped, missing ones left empty, so every row lines up.
-        return csv.DictWriter(
-            self._csv_file, fieldnames=header, restval="", extrasaction="ignore"
-        )
+    def _new_writer(self, header: List[str]) -> csv.DictWriter:
+        return csv.DictWriter(self._file, fieldnames=header, restval="", extrasaction="ignore")
 
     def on_result(self, result: Mapping[str, Any]) -> None:
-        """Appends one result to result.json and progress.csv (and TensorBoard).
+        flat = _flat_logged(result)
+        if self._writer is None:
+            self._header = list(flat)
+            self._writer = self._new_writer(self._header)
+            self._writer.writeheader()
+        # Lists would otherwise be written with Python's repr; JSON reads back anywhere.
+        self._writer.writerow({k: json.dumps(v) if isinstance(v, list) else ("" if v is None else v)
+                               for k, v in flat.items()})
+        self._file.flush()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _make_tb_writer(logdir: str) -> Optional[Any]:
+    """A `tensorboardX.SummaryWriter` for `logdir` (None if tensorboardX cannot load)."""
+    try:
+        # Lazily: tensorboardX pulls protobuf in; the CLI imports this module at start-up.
+        from tensorboardX import SummaryWriter
+    except Exception as exc:  # ImportError, or a broken protobuf install
+        logger.warning("TensorBoard logging disabled: tensorboardX cannot be imported (%s: %s); "
+                       "pip install tensorboardX", type(exc).__name__, exc)
+        return None
+    return SummaryWriter(logdir=logdir, flush_secs=30)
+
+
+class TBXLogger(Logger):
+    """TensorBoard event files (`events.out.tfevents.*`, written with tensorboardX): every
+    numeric result key as a scalar at step `timesteps_total` (or `training_iteration`)."""
+
+    def __init__(self, config: Mapping[str, Any], logdir: str):
+        super().__init__(config, logdir)
+        self._writer = _make_tb_writer(logdir)
+
+    def on_result(self, result: Mapping[str, Any]) -> None:
+        if self._writer is None:
+            return
+        step = result.get("timesteps_total")
+        if not _is_number(step):
+            step = result.get("training_iteration")
+        step = int(step) if _is_number(step) else None
+        for key, value in _flat_logged(result).items():
+            # NaN (e.g. the mean reward before any episode ended) is left out: TensorBoard
+            # would draw nothing for it, and tensorboardX warns on every one.
+            if _is_number(value) and math.isfinite(value):
+                self._writer.add_scalar(key, value, global_step=step)
+        self._writer.flush()
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+DEFAULT_LOGGERS = (JsonLogger, CSVLogger, TBXLogger)
+_BUILT_IN = {cls.__name__: cls for cls in DEFAULT_LOGGERS}
+
+
+def _jsonable_dict(result: Mapping[str, Any]) -> Dict[str, Any]:
+    safe = to_jsonable(result)
+    return safe if isinstance(safe, dict) else {"value": safe}
+
+
+def _flat_logged(result: Mapping[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in flatten_dict(_jsonable_dict(result)).items() if not _excluded(k)}
+
+
+def _resolve_logger_class(spec: Any) -> type:
+    if isinstance(spec, str):
+        if spec in _BUILT_IN:
+            return _BUILT_IN[spec]
+        import importlib
+
+        module, _, name = spec.replace(":", ".").rpartition(".")
+        try:
+            spec = getattr(importlib.import_module(module), name) if module else None
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"'logger_config.type': cannot import {spec!r} ({exc}); give a logger class, its "
+                             f"path 'package.module.Class', or one of {sorted(_BUILT_IN)}") from None
+    if not isinstance(spec, type):
+        raise ValueError(f"'logger_config.type': {spec!r} is not a class; give a logger class (with "
+                         f"on_result(result) and close()), its path 'package.module.Class', or one of "
+                         f"{sorted(_BUILT_IN)}")
+    return spec
+
+
+def logger_types(config: Mapping[str, Any]) -> List[type]:
+    """The logger classes `config["logger_config"]["type"]` names (a class, a
+    "package.module.Class" path, a built-in name such as "CSVLogger", or a list of those);
+    empty when it names none.
+
+    Raises:
+        ValueError: naming `logger_config.type` when one cannot be imported or is not a class.
+    """
+    options = config.get("logger_config") or {}
+    spec = options.get("type") if isinstance(options, Mapping) else None
+    if spec is None:
+        return []
+    return [_resolve_logger_class(s) for s in (spec if isinstance(spec, (list, tuple)) else [spec])]
+
+
+# --------------------------------------------------------------------------------------
+# UnifiedLogger
+# --------------------------------------------------------------------------------------
+class UnifiedLogger:
+    """Writes one run's results folder: params.json, then each result to several loggers.
+
+    By default those are result.json (`JsonLogger`), progress.csv (`CSVLogger`) and
+    TensorBoard events (`TBXLogger`). `config["logger_config"]` replaces them as in the
+    reference: `{"type": MyLogger or [A, B, ...], **options}` builds `cls(options, logdir)`
+    for each (`options` without `type`; an option `logdir` moves them to another folder).
+
+    Args:
+        config: the run's config, written once to ``params.json`` (made JSON-safe with
+            :func:`to_jsonable`).
+        logdir: the run folder (created if missing). If it already holds a
+            ``progress.csv`` (a run resumed into its old folder), new rows are appended
+            under the existing header.
+        loggers: logger classes to use instead of `logger_config.type` / the defaults.
+        write_params: False to leave params.json out (Tune writes its own).
+    """
+
+    def __init__(self, config: Mapping[str, Any], logdir: str, loggers: Optional[Sequence[type]] = None,
+                 write_params: bool = True):
+        self.logdir = logdir
+        os.makedirs(logdir, exist_ok=True)
+        if write_params:
+            with open(os.path.join(logdir, "params.json"), "w", encoding="utf-8") as f:
+                json.dump(to_jsonable(config), f, indent=2, sort_keys=True)
+                f.write("\n")
+        options = dict(config.get("logger_config") or {}) if isinstance(config, Mapping) else {}
+        options.pop("type", None)
+        where = os.path.expanduser(options.pop("logdir", None) or logdir)
+        classes = list(loggers) if loggers is not None else (logger_types(config) or list(DEFAULT_LOGGERS))
+        self.loggers: List[Any] = []
+        try:
+            for cls in classes:
+                self.loggers.append(cls(options, where))
+        except BaseException:
+            self._close_all()
+            raise
+        self._closed = False
+
+    @property
+    def _tb(self) -> Optional[Any]:
+        """The TensorBoard writer (None when there is none)."""
+        for log in self.loggers:
+            if isinstance(log, TBXLogger):
+                return log._writer
+        return None
+
+    def on_result(self, result: Mapping[str, Any]) -> None:
+        """Passes one result to every logger.
 
         Args:
             result: a result dict as returned by ``Trainer.train()``.
         """
         if self._closed:
             raise RuntimeError(f"UnifiedLogger for {self.logdir!r} is already closed")
-        safe = to_jsonable(result)
-        if not isinstance(safe, dict):
-            safe = {"value": safe}
-
-        self._json_file.write(json.dumps(safe, sort_keys=True) + "\n")
-        self._json_file.flush()
-
-        flat = {k: v for k, v in flatten_dict(safe).items() if not _excluded(k)}
-        if self._csv_writer is None:
-            self._csv_header = list(flat)
-            self._csv_writer = self._new_csv_writer(self._csv_header)
-            self._csv_writer.writeheader()
-        row = {
-            # Lists would otherwise be written with Python's repr; JSON reads back anywhere.
-            k: json.dumps(v) if isinstance(v, list) else ("" if v is None else v)
-            for k, v in flat.items()
-        }
-        self._csv_writer.writerow(row)
-        self._csv_file.flush()
-
-        if self._tb is not None:
-            step = safe.get("timesteps_total")
-            if not _is_number(step):
-                step = safe.get("training_iteration")
-            step = int(step) if _is_number(step) else None
-            for key, value in flat.items():
-                if _is_number(value):
-                    self._tb.add_scalar(key, value, global_step=step)
-            self._tb.flush()
+        for log in self.loggers:
+            log.on_result(result)
 
     def flush(self) -> None:
-        """Flushes all open files (on_result already flushes after every line)."""
+        """Flushes every logger (the built-in ones already flush after every result)."""
         if self._closed:
             return
-        self._json_file.flush()
-        self._csv_file.flush()
-        if self._tb is not None:
-            self._tb.flush()
+        for log in self.loggers:
+            if hasattr(log, "flush"):
+                log.flush()
 
     def close(self) -> None:
-        """Flushes and closes all files; calling it again does nothing."""
+        """Flushes and closes every logger; calling it again does nothing."""
         if self._closed:
             return
         self._closed = True
-        for closer in self._closers():
-            try:
-                closer()
-            except Exception:  # close everything even if one fails
-                logger.exception("Error while closing a log file in %s", self.logdir)
+        self._close_all()
 
-    def _closers(self) -> List[Callable[[], None]]:
-        closers: List[Callable[[], None]] = [self._json_file.close, self._csv_file.close]
-        if self._tb is not None:
-            closers.append(self._tb.close)
-        return closers
+    def _close_all(self) -> None:
+        for log in self.loggers:
+            try:
+                log.close()
+            except Exception:  # close everything even if one fails
+                logger.exception("Error while closing logger %r in %s", log, self.logdir)
 
     def __enter__(self) -> "UnifiedLogger":
         return self

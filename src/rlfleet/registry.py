@@ -19,6 +19,14 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "SAC": ("rlfleet.algorithms.sac", "SACTrainer"),
     "DDPG": ("rlfleet.algorithms.ddpg", "DDPGTrainer"),
     "TD3": ("rlfleet.algorithms.td3", "TD3Trainer"),
+    "MARWIL": ("rlfleet.algorithms.marwil", "MARWILTrainer"),
+    "BC": ("rlfleet.algorithms.bc", "BCTrainer"),
+    "CQL": ("rlfleet.algorithms.cql", "CQLTrainer"),
+    "A2C": ("rlfleet.algorithms.a2c", "A2CTrainer"),
+    "A3C": ("rlfleet.algorithms.a3c", "A3CTrainer"),
+    "IMPALA": ("rlfleet.algorithms.impala", "ImpalaTrainer"),
+    "APPO": ("rlfleet.algorithms.appo", "APPOTrainer"),
+    "APEX": ("rlfleet.algorithms.apex", "ApexTrainer"),
 }
 
 

@@ -76,6 +76,12 @@ def default_resource_request(default_config: dict, config: Optional[dict]) -> Re
     return ResourceRequest(bundles=bundles, strategy=cf.get("placement_strategy") or "PACK")
 
 
+# Variables that size torch's CPU thread pool. Torch reads them once, when it is imported,
+# which for a trainer has already happened (`import rlfleet.trainer` imports torch); so
+# `configure_driver` applies them to the running torch as well.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def limit_torch_threads(num_cpus: float) -> None:
     """Caps torch's intra-op threads at the CPUs the driver was given (`num_cpus_for_driver`).
 
@@ -91,15 +97,41 @@ def limit_torch_threads(num_cpus: float) -> None:
     torch.set_num_threads(max(1, int(math.ceil(num_cpus))))
 
 
-def configure_driver(config: dict) -> None:
-    """Sets up the trainer's own process as the config asks: `extra_python_environs_for_driver`,
-    torch threads for `num_cpus_for_driver`, and `log_level` for rlfleet's loggers."""
-    for key, value in (config.get("extra_python_environs_for_driver") or {}).items():
+def apply_driver_environs(environs: Dict[str, object]) -> None:
+    """Sets `extra_python_environs_for_driver` in this process's environment.
+
+    A thread-count variable (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`) among them also sets
+    torch's intra-op threads, since torch read the environment when it was imported.
+
+    Raises:
+        ValueError: naming the key, for a thread count that is not an int >= 1.
+    """
+    threads = []
+    for key, value in (environs or {}).items():
         os.environ[str(key)] = str(value)
+        if key in _THREAD_VARIABLES:
+            try:
+                threads.append(int(str(value).strip()))
+            except ValueError:
+                threads.append(0)
+            if threads[-1] < 1:
+                raise ValueError(f"'extra_python_environs_for_driver': {key}={value!r} must be an int >= 1")
+    if threads:
+        import torch
+
+        torch.set_num_threads(min(threads))
+
+
+def configure_driver(config: dict) -> None:
+    """Sets up the trainer's own process as the config asks: `extra_python_environs_for_driver`
+    (thread counts reach the already imported torch too), torch threads for
+    `num_cpus_for_driver` (unless `OMP_NUM_THREADS` is set), and `log_level` for rlfleet's
+    loggers."""
+    apply_driver_environs(config.get("extra_python_environs_for_driver") or {})
     limit_torch_threads(config["num_cpus_for_driver"])
     if config.get("log_level"):
         level = config["log_level"]
         logging.getLogger("rlfleet").setLevel("WARNING" if level == "WARN" else level)
 
 
-__all__ = ["ResourceRequest", "configure_driver", "default_resource_request", "limit_torch_threads"]
+__all__ = ["ResourceRequest", "apply_driver_environs", "configure_driver", "default_resource_request", "limit_torch_threads"]

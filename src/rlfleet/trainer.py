@@ -13,6 +13,7 @@ import os
 import secrets
 import time
 from datetime import datetime
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from rlfleet import acting
@@ -26,6 +27,7 @@ from rlfleet.config import (
     validate_config,
 )
 from rlfleet.env.registry import resolve_env
+from rlfleet.env.task_settable import apply_env_task_fn
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
 from rlfleet.evaluation import Evaluator
 from rlfleet.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
@@ -33,7 +35,7 @@ from rlfleet.logger import UnifiedLogger, make_logdir, sys_usage
 from rlfleet.policy.export import export_policy_formats
 from rlfleet.utils.seeding import derive_seed
 from rlfleet.resources import ResourceRequest, configure_driver, default_resource_request
-from rlfleet.rollout.metrics import EpisodeWindow, merge_perf
+from rlfleet.rollout.metrics import EpisodeWindow, merge_perf, summarize_episodes
 from rlfleet.rollout.worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
@@ -110,7 +112,15 @@ class Trainer:
         self.evaluator = Evaluator(config=self.config, training_workers=self.workers, make_workers=lambda cfg, n: (
             self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class, config=cfg,
                                num_workers=n)))
-        self.setup(self.config)
+        try:
+            self._check_models_fit_spaces()
+            self.setup(self.config)
+        except BaseException:
+            try:
+                self.stop()  # the workers (and their processes) exist already
+            except Exception:
+                logger.exception("Stopping a trainer whose setup failed")
+            raise
         self.callbacks.on_trainer_init(trainer=self)
 
     # --- config ------------------------------------------------------------------
@@ -136,6 +146,21 @@ class Trainer:
 
     def setup(self, config: dict) -> None:
         """Algorithm-specific initialisation after the workers exist."""
+
+    def _check_models_fit_spaces(self) -> None:
+        """`model.conv_filters` needs image observations: on a flat one the built-in models
+        would silently ignore it (the reference did), so say so."""
+        def check(policy: Any, pid: str) -> None:
+            model_config = (getattr(policy, "config", None) or {}).get("model") or {}
+            shape = getattr(getattr(policy, "observation_space", None), "shape", None)
+            if model_config.get("conv_filters") and not model_config.get("custom_model") \
+                    and shape is not None and len(shape) not in (2, 3):
+                raise ValueError(
+                    f"'model.conv_filters': {model_config['conv_filters']!r} is set, but policy {pid!r} sees "
+                    f"observations of shape {tuple(shape)}, not images ([H, W] or [H, W, C]); remove "
+                    "conv_filters (a fully connected net is used, see fcnet_hiddens) or give image observations")
+
+        self.workers.local_worker().foreach_policy(check)
 
     def _make_workers(self, *, env_creator, policy_class, config, num_workers) -> WorkerSet:
         return WorkerSet(env_creator=env_creator, policy_class=policy_class, trainer_config=config,
@@ -181,12 +206,14 @@ class Trainer:
         start, iteration_before = time.time(), self.iteration
         result = run_with_recovery(lambda: self._train_iteration(start), self.config, recover=self._try_recover,
                                    undo=lambda: setattr(self, "iteration", iteration_before))
+        if self.config.get("env_task_fn") is not None:
+            # Curricula: every sub-env of every rollout worker gets its next task.
+            self.workers.foreach_env_with_context(partial(apply_env_task_fn, self.config["env_task_fn"], result))
         took = time.time() - start
         self._time_total += took
         result["time_this_iter_s"] = took
         result["time_total_s"] = self._time_total
-        self.callbacks.on_train_result(trainer=self, result=result)
-        self._result_logger.on_result(result)
+        self.log_result(result)
         return result
 
     def _train_iteration(self, start: float) -> Dict[str, Any]:
@@ -424,23 +451,27 @@ class Trainer:
 
     @classmethod
     def from_checkpoint(cls, checkpoint_path: str, config_overrides: Optional[dict] = None, *,
-                        logdir: Optional[str] = None, logger_creator: Optional[Callable[[dict], Any]] = None
-                        ) -> "Trainer":
+                        trusted_modules: Optional[Sequence[str]] = None, logdir: Optional[str] = None,
+                        logger_creator: Optional[Callable[[dict], Any]] = None) -> "Trainer":
         """Rebuilds the trainer a checkpoint was written by (config from its manifest; classes
-        and functions re-imported by qualified name) and restores it.
+        and functions re-imported by qualified name, from trusted modules only) and restores it.
 
         Args:
             checkpoint_path: the checkpoint folder.
             config_overrides: config entries replacing the recorded ones (e.g. a callable
                 that cannot be re-imported, or `num_workers`).
+            trusted_modules: modules (packages, e.g. `["mypkg"]`) the checkpoint's classes
+                and functions may be imported from, besides rlfleet, gymnasium and your own
+                modules already imported. Any other recorded name raises `CheckpointError`
+                before anything is imported.
             logdir, logger_creator: as for the constructor.
         """
         from rlfleet.checkpoint import trainer_from_checkpoint
 
         # On the base class the checkpoint names the algorithm; on a subclass it must match.
         algorithm = None if cls._name == Trainer._name else cls._name
-        return trainer_from_checkpoint(cls, algorithm, checkpoint_path, config_overrides, logdir=logdir,
-                                       logger_creator=logger_creator)
+        return trainer_from_checkpoint(cls, algorithm, checkpoint_path, config_overrides, trusted_modules,
+                                       logdir=logdir, logger_creator=logger_creator)
 
     def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID,
                             onnx: Optional[int] = None) -> str:
@@ -470,12 +501,93 @@ class Trainer:
 
     # --- lifecycle ---------------------------------------------------------------
     def stop(self) -> None:
-        """Closes envs, workers and log files."""
-        self.workers.stop()
-        self.evaluator.stop()
-        if self._result_logger is not None:
-            self._result_logger.close()
-            self._result_logger = None
+        """Releases everything the trainer holds: envs, local and remote workers (their
+        threads and Ray actors), evaluation workers, log files. Calling it again does
+        nothing; each part is released even if another fails (the first error is raised)."""
+        if getattr(self, "_stopped", False):
+            return
+        self._stopped = True
+        errors: List[Exception] = []
+        closers = [getattr(self, "workers", None), getattr(self, "evaluator", None)]
+        for closer in [c.stop for c in closers if c is not None] + [self._close_result_logger]:
+            try:
+                closer()
+            except Exception as e:  # release the other parts anyway
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def _close_result_logger(self) -> None:
+        result_logger, self._result_logger = getattr(self, "_result_logger", None), None
+        if result_logger is not None:
+            result_logger.close()
+
+    def cleanup(self) -> None:
+        """Tune's name for `stop`."""
+        self.stop()
+
+    # --- the rest of the reference's Trainer API -------------------------------------
+    @classmethod
+    def with_updates(cls, *, name: Optional[str] = None, default_config: Optional[dict] = None,
+                     default_policy: Optional[type] = None, validate_config: Optional[Callable[[dict], None]] = None
+                     ) -> type:
+        """A new trainer class: this one with another name, defaults (merged over this
+        class's), default policy class, or an extra config check `validate_config(config)`."""
+        attrs: Dict[str, Any] = {"_name": name or cls._name}
+        if default_config is not None:
+            attrs["_default_config"] = cls.merge_trainer_configs(cls._default_config, default_config, True)
+        if default_policy is not None:
+            attrs["_policy_class"] = default_policy
+        if validate_config is not None:
+            def validate_algorithm_config(self, config: dict) -> None:
+                cls.validate_algorithm_config(self, config)
+                validate_config(config)
+
+            attrs["validate_algorithm_config"] = validate_algorithm_config
+        return type(name or cls.__name__, (cls,), attrs)
+
+    @classmethod
+    def resource_help(cls, config: dict) -> str:
+        """What this trainer asks of a cluster with `config`, and which keys change it."""
+        request = cls.default_resource_request(config)
+        return (f"{cls._name} needs {request.required_resources()} in {len(request.bundles)} bundles "
+                f"(strategy {request.strategy}): the driver (num_cpus_for_driver, num_gpus), then one per "
+                "remote worker (num_workers x num_cpus_per_worker / num_gpus_per_worker / "
+                "custom_resources_per_worker) and per evaluation worker (evaluation_num_workers).")
+
+    def collect_metrics(self, selected_workers: Optional[List[Any]] = None) -> Dict[str, Any]:
+        """Episode statistics of the episodes finished since the last call (all workers, or
+        the remote workers `selected_workers`), as in a result dict."""
+        episodes, perfs = self.workers.collect_metrics(self.config.get("collect_metrics_timeout"),
+                                                       selected_workers=selected_workers)
+        result = summarize_episodes(episodes)
+        result["sampler_perf"] = merge_perf(perfs)
+        return result
+
+    def log_result(self, result: Dict[str, Any]) -> None:
+        """Hands `result` to the callbacks' `on_train_result` and the loggers (as `train` does)."""
+        self.callbacks.on_train_result(trainer=self, result=result)
+        self._result_logger.on_result(result)
+
+    def save_checkpoint(self, checkpoint_dir: str) -> str:
+        """Tune's name for `save(checkpoint_dir)`."""
+        return self.save(checkpoint_dir)
+
+    def load_checkpoint(self, checkpoint_path: str) -> None:
+        """Tune's name for `restore(checkpoint_path)`."""
+        self.restore(checkpoint_path)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """`get_state()`: arrays and JSON scalars only (what Tune's actor reuse moves);
+        live objects (workers, envs, files) are never pickled."""
+        return self.get_state()
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """Applies a `__getstate__` state to this (built) trainer."""
+        if "workers" not in self.__dict__:
+            raise TypeError("A Trainer is rebuilt from its config, not unpickled: build it, then call "
+                            "set_state(state) (or use Trainer.from_checkpoint)")
+        self.set_state(state)
 
     def __repr__(self) -> str:
         return self._name

@@ -12,6 +12,7 @@ from typing import Any, Dict, List
 from rlfleet.config import (
     ConfigKey,
     InvalidValue,
+    boolean,
     int_at_least,
     not_available,
     number_above,
@@ -65,8 +66,8 @@ _REPLAY_KEYS: List[ConfigKey] = [
       "is the newer spelling).", int_at_least(1)),
     K("replay_buffer_config", None, "Newer spelling of the replay keys: {type, capacity, learning_starts, "
       "prioritized_replay_alpha/beta/eps}; set, it overrides them.", _replay_buffer_config),
-    K("store_buffer_in_checkpoints", False, "Checkpoints store the buffer's contents too (as arrays)."),
-    K("prioritized_replay", True, "Replay transitions in proportion to their TD error (Schaul et al. 2016)."),
+    K("store_buffer_in_checkpoints", False, "Checkpoints store the buffer's contents too (as arrays).", boolean),
+    K("prioritized_replay", True, "Replay transitions in proportion to their TD error (Schaul et al. 2016).", boolean),
     K("prioritized_replay_alpha", 0.6, "How strongly priorities skew sampling (0: uniform).", number_in(0)),
     K("prioritized_replay_beta", 0.4, "Initial importance-sampling correction (1: full).", number_in(0)),
     K("final_prioritized_replay_beta", 0.4, "Importance-sampling correction at the end of annealing.",

@@ -89,7 +89,7 @@ class _GymCreator:
             if not kwargs:
                 raise
             # Most often an env_config key the env's constructor does not take.
-            raise TypeError(
+            raise ValueError(
                 f"gym.make({self.env_id!r}, **env_config) failed with env_config keys "
                 f"{sorted(kwargs)}: {e}. The keys of env_config are passed as keyword "
                 f"arguments to the Gymnasium env; remove the ones it does not accept."

@@ -9,8 +9,9 @@ batched forward pass per step into `[T, num_envs]` arrays), so every `step()` se
 actions at once (the sub-envs step in parallel) and returns when *every* sub-env has
 answered. The reference's sampler could instead go on with the sub-envs that were ready
 (with 0 ms: as soon as one was, else after that many ms) and leave the others' actions
-pending; lockstep stepping has no place for a partial step, so here the key is accepted
-and has no effect: a step always waits for all sub-envs, however long they take.
+pending; lockstep stepping has no place for a partial step, so here a step always waits
+for all sub-envs, however long they take, and config validation rejects any
+`remote_env_batch_wait_ms` other than 0 (naming the key) rather than ignore it.
 Remote envs pay off when one env step costs much more than a Ray round trip (~0.1-0.5 ms).
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from rlfleet.env.checks import EnvError
 from rlfleet.env.env_context import EnvContext
 from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.env.vector_env import VectorEnv, VectorStep
@@ -30,6 +32,14 @@ class _EnvActor:
 
     def __init__(self, env_creator: Callable[[EnvContext], Any], ctx: EnvContext, vector_kwargs: dict):
         self.venv = VectorEnv([env_creator(ctx)], **vector_kwargs)
+        self.index = ctx.vector_index
+
+    def _located(self, fn: Callable, *args):
+        # The inner one-env VectorEnv calls its env sub-env 0: name the worker's index instead.
+        try:
+            return fn(*args)
+        except EnvError as e:
+            raise type(e)(e.what, **dict(e.context(), sub_env_index=self.index)) from e.__cause__
 
     def spaces(self):
         env = self.venv.envs[0]
@@ -39,13 +49,13 @@ class _EnvActor:
         return self.venv.observation_space, self.venv.action_space, atari
 
     def reset_all(self):
-        return self.venv.reset_all()[0]
+        return self._located(self.venv.reset_all)[0]
 
     def seed_next_reset(self, seed) -> None:
         self.venv.seed_next_reset([seed])
 
     def step(self, action) -> VectorStep:
-        return self.venv.step([action])
+        return self._located(self.venv.step, [action])
 
     def render(self):
         return self.venv.render(0)
@@ -62,8 +72,7 @@ class RemoteVectorEnv:
         env_creator: `EnvContext -> env`, called inside each actor.
         contexts: one EnvContext per sub-env (its `vector_index` set, `remote=True`).
         rules, seeds: as for `VectorEnv`.
-        batch_wait_ms: `remote_env_batch_wait_ms`; kept for reference, no effect (see the
-            module docstring).
+        batch_wait_ms: `remote_env_batch_wait_ms`; only 0 (see the module docstring).
     """
 
     def __init__(
@@ -77,6 +86,9 @@ class RemoteVectorEnv:
     ):
         if not contexts:
             raise ValueError("RemoteVectorEnv needs at least one env")
+        if batch_wait_ms != 0:
+            raise ValueError(f"'remote_env_batch_wait_ms': {batch_wait_ms!r} is not supported; sub-envs step in "
+                             "lockstep, so only 0 (wait for all of them)")
         ray = init_ray()
         self._ray = ray
         self.num_envs = len(contexts)
@@ -88,7 +100,7 @@ class RemoteVectorEnv:
             for i, ctx in enumerate(contexts)
         ]
         self.observation_space, self.action_space, self.is_atari = ray.get(self.actors[0].spaces.remote())
-        self.batch_wait_ms = float(batch_wait_ms)
+        self.batch_wait_ms = 0.0
 
     def reset_all(self) -> List[Any]:
         return self._ray.get([a.reset_all.remote() for a in self.actors])

@@ -6,6 +6,11 @@ observation of the next episode separately.
 
 How an episode end maps onto learning (terminal or bootstrapped, env reset or not) is
 decided by `rlfleet.env.episode_rules.EpisodeRules`, the one place for those rules.
+
+An exception raised by a sub-env's `reset()` / `step()`, a result that is not what a
+Gymnasium env returns, or a reward that is not a number comes out as an `EnvError`
+naming the sub-env and its episode step (`rlfleet.env.checks`; the sampler adds the
+env id, worker and episode id); the original exception is chained.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
+from rlfleet.env.checks import EnvCheckError, env_call_error
 from rlfleet.env.episode_rules import EpisodeRules
 
 
@@ -72,9 +78,8 @@ class VectorEnv:
         """Resets every sub-env (seeded on the first call) and returns their observations."""
         obs = []
         for i, env in enumerate(self.envs):
-            o, _ = env.reset(seed=self._seeds[i])
+            obs.append(_reset(env, i, seed=self._seeds[i]))
             self._seeds[i] = None  # later resets continue the env's own RNG stream
-            obs.append(o)
         self._steps = [0] * self.num_envs
         return obs
 
@@ -89,9 +94,19 @@ class VectorEnv:
         reset_obs: Dict[int, Any] = {}
         rules, steps = self.rules, self._steps
         for i, env in enumerate(self.envs):
-            o, r, term, trunc, info = env.step(actions[i])
+            try:
+                result = env.step(actions[i])
+            except Exception as e:
+                raise env_call_error("step()", e, sub_env_index=i, step=steps[i] + 1) from e
+            if not (isinstance(result, tuple) and len(result) == 5):
+                raise _bad_result("step()", result, "(obs, reward, terminated, truncated, info)", i, steps[i] + 1)
+            o, r, term, trunc, info = result
             obs[i] = o
-            rewards[i] = r
+            try:
+                rewards[i] = r
+            except (TypeError, ValueError):
+                raise EnvCheckError(f"reward {r!r} of type {type(r).__name__} (a number expected)",
+                                    sub_env_index=i, step=steps[i] + 1) from None
             infos[i] = info
             steps[i] += 1
             end = rules.end(term, trunc, steps[i])
@@ -100,7 +115,7 @@ class VectorEnv:
                 terminateds[i] = end.terminal
                 steps[i] = 0
                 # Soft horizon: the env goes on, the next episode starts here.
-                reset_obs[i] = env.reset()[0] if end.reset else o
+                reset_obs[i] = _reset(env, i) if end.reset else o
         return VectorStep(obs, rewards, terminateds, ends, reset_obs, infos)
 
     def render(self, index: int = 0):
@@ -109,3 +124,21 @@ class VectorEnv:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def _reset(env: gym.Env, index: int, seed: Optional[int] = None) -> Any:
+    """The first observation of sub-env `index`'s next episode (`reset()` checked)."""
+    try:
+        result = env.reset() if seed is None else env.reset(seed=seed)
+    except Exception as e:
+        raise env_call_error("reset()", e, sub_env_index=index, step=0) from e
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise _bad_result("reset()", result, "(obs, info)", index, 0)
+    return result[0]
+
+
+def _bad_result(call: str, result: Any, expected: str, index: int, step: int) -> EnvCheckError:
+    got = f"a tuple of {len(result)}" if isinstance(result, tuple) else f"a {type(result).__name__}"
+    return EnvCheckError(f"the env's {call} returned {got}; Gymnasium envs return {expected} "
+                         "(an env written for the old gym API: port it to Gymnasium's)",
+                         sub_env_index=index, step=step)

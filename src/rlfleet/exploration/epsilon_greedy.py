@@ -69,3 +69,26 @@ class EpsilonGreedy:
 
     def set_state(self, state: dict) -> None:
         self.last_timestep = int(state.get("last_timestep", 0))
+
+
+def per_worker_epsilon(worker_index: int, num_workers: int) -> float:
+    """Ape-X's fixed epsilon of remote worker `worker_index` (1..n) of `num_workers` (the
+    reference's formula, Horgan et al. 2018): 0.4 ** (1 + 7 * i / (n - 1)), with n - 1
+    taken as 1 for a single worker; 0 for the local worker (index 0: it only evaluates)."""
+    if worker_index <= 0:
+        return 0.0
+    return 0.4 ** (1 + 7 * worker_index / float(max(1, num_workers - 1)))
+
+
+class PerWorkerEpsilonGreedy(EpsilonGreedy):
+    """EpsilonGreedy with one fixed epsilon per worker (Ape-X): with remote workers, worker
+    i of n keeps `per_worker_epsilon(i, n)` for the whole run and the local worker acts
+    greedily; with no remote workers (`num_workers: 0`) it is plain EpsilonGreedy."""
+
+    def __init__(self, action_space: gym.Space, *, policy_config: Optional[dict] = None, **kwargs):
+        super().__init__(action_space, **kwargs)
+        cfg = policy_config or {}
+        num_workers = int(cfg.get("num_workers", 0) or 0)
+        if num_workers > 0:
+            eps = per_worker_epsilon(int(cfg.get("worker_index", 0) or 0), num_workers)
+            self.epsilon_schedule = PiecewiseSchedule([(0, eps), (1, eps)])

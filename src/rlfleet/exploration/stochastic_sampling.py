@@ -64,10 +64,11 @@ class StochasticSampling:
 
 def _explorations() -> dict:
     # Imported here: those modules are siblings, and this one is imported first by the policy.
-    from rlfleet.exploration.epsilon_greedy import EpsilonGreedy
+    from rlfleet.exploration.epsilon_greedy import EpsilonGreedy, PerWorkerEpsilonGreedy
     from rlfleet.exploration.noise import GaussianNoise, OrnsteinUhlenbeckNoise
 
     _EXPLORATIONS.setdefault("EpsilonGreedy", EpsilonGreedy)
+    _EXPLORATIONS.setdefault("PerWorkerEpsilonGreedy", PerWorkerEpsilonGreedy)
     _EXPLORATIONS.setdefault("GaussianNoise", GaussianNoise)
     _EXPLORATIONS.setdefault("OrnsteinUhlenbeckNoise", OrnsteinUhlenbeckNoise)
     return _EXPLORATIONS

@@ -91,8 +91,8 @@ class ModelCatalog:
         The registered custom model (`custom_model`, a name or a class, built with
         `custom_model_config` as keyword arguments); else a VisionNetwork for image
         observations (3-D, or 2-D with `conv_filters` set); else a FullyConnectedNetwork.
-        With `use_lstm` that model is built in feature mode (`num_outputs=None`) and
-        wrapped in an LSTMWrapper.
+        With `use_lstm` (`use_attention`) that model is built in feature mode
+        (`num_outputs=None`) and wrapped in an LSTMWrapper (a GTrXL AttentionWrapper).
         """
         custom = model_config.get("custom_model")
         kwargs: dict = {}
@@ -106,6 +106,14 @@ class ModelCatalog:
             kwargs = dict(model_config.get("custom_model_config") or {})
         else:
             cls = _default_model_class(obs_space, model_config)
+        if model_config.get("use_lstm") and model_config.get("use_attention"):
+            raise ValueError("'model.use_lstm' and 'model.use_attention' are both True; a model takes one "
+                             "memory: set one of them False")
+        if model_config.get("use_attention"):
+            from rlfleet.models.attention import AttentionWrapper
+
+            return AttentionWrapper(obs_space, action_space, num_outputs, model_config, name, base_class=cls,
+                                    base_kwargs=kwargs)
         if model_config.get("use_lstm"):
             from rlfleet.models.recurrent import LSTMWrapper
 

@@ -22,6 +22,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from rlfleet.env.checks import observation_problem
+
 
 class Preprocessor:
     """Base class. Subclasses set `shape`, `dtype` and the flat `_low`/`_high` bounds.
@@ -89,10 +91,11 @@ class Preprocessor:
     def check(self, obs: Any) -> None:
         """Raises ValueError if `obs` is not in the space (use on first observations only)."""
         if not self._contains(obs):
+            problem = observation_problem(obs, self._space)
             raise ValueError(
                 f"Observation {_describe(obs)} is outside the observation space {self._space}"
-                f" ({type(self).__name__}). Check the env's observation_space and what its "
-                f"reset()/step() return."
+                f" ({type(self).__name__}){': ' + problem if problem else ''}. Check the env's "
+                f"observation_space and what its reset()/step() return."
             )
 
     def _contains(self, obs: Any) -> bool:

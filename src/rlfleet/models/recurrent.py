@@ -9,7 +9,8 @@ Inputs follow the reference's convention: `forward` takes flat rows `[N, ...]`;
 - acting: `seq_lens` is None and every row is one env at one time step (T = 1);
 - learning: `seq_lens` is `[B]` and the rows are B sequences padded to the same length
   T = N / B, sequence-major (`rlfleet.policy.rnn_sequencing.pad_batch_to_sequences`).
-`state` is `[h, c]`, each `[B, lstm_cell_size]`: the state at the start of each sequence.
+`state` is `[h, c]` (`[h, c, h_value, c_value]` with a separate recurrent critic), each
+`[B, lstm_cell_size]`: the state at the start of each sequence.
 The state returned is the one after the last row of each sequence (padding included, so it
 is meaningful only when acting).
 """
@@ -64,6 +65,12 @@ class ActionEncoder(nn.Module):
 class LSTMWrapper(TorchModel):
     """An LSTM over a base model's features, with logits and value heads on its output.
 
+    With `vf_share_layers: False` (PPO's default) the value function has its own base and
+    its own LSTM (a recurrent critic): the value loss then never reaches the policy's
+    layers. (Measured on StatelessCartPole with vf_loss_coeff 1 and lr 2e-3, a shared LSTM
+    stays at random play while a separate one learns; see the tuned example.) The state is
+    then `[h, c, h_value, c_value]`; with `vf_share_layers: True` it is `[h, c]`.
+
     Args:
         obs_space, action_space, num_outputs, model_config, name: as for every model.
         base_class: the feature model class (FullyConnectedNetwork, VisionNetwork, or a
@@ -75,20 +82,19 @@ class LSTMWrapper(TorchModel):
     def __init__(self, obs_space, action_space, num_outputs, model_config, name, *, base_class: type,
                  base_kwargs: Optional[dict] = None):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
-        # The base only makes features: its own value head would never be used.
-        base_config = dict(model_config, vf_share_layers=True, free_log_std=False, no_final_linear=False)
-        self.base = base_class(obs_space, action_space, None, base_config, f"{name}_base", **(base_kwargs or {}))
-        feat = int(self.base.num_outputs)
-        if isinstance(getattr(self.base, "value_head", None), nn.Module):
-            # The wrapper's own value head sits on the LSTM; the base's would never train.
-            self.base.value_head = None
         self.cell_size = int(model_config.get("lstm_cell_size", 256))
         self.time_major = bool(model_config.get("_time_major", False))
         self.use_prev_action = bool(model_config.get("lstm_use_prev_action", False))
         self.use_prev_reward = bool(model_config.get("lstm_use_prev_reward", False))
+        # What the policy must feed (and the sampler record) besides obs and state.
+        self.uses_prev_actions, self.uses_prev_rewards = self.use_prev_action, self.use_prev_reward
+        self.vf_share_layers = bool(model_config.get("vf_share_layers", True))
         self.action_encoder = ActionEncoder(action_space) if self.use_prev_action else None
-        in_size = feat + (self.action_encoder.size if self.use_prev_action else 0) + int(self.use_prev_reward)
-        self.lstm = nn.LSTM(in_size, self.cell_size, batch_first=not self.time_major)
+        self.base, self.lstm = self._branch(base_class, base_kwargs, f"{name}_base")
+        if self.vf_share_layers:
+            self.value_base, self.value_lstm = None, None
+        else:
+            self.value_base, self.value_lstm = self._branch(base_class, base_kwargs, f"{name}_value_base")
         self.free_log_std = bool(model_config.get("free_log_std", False))
         if self.free_log_std:
             if num_outputs % 2:
@@ -98,12 +104,25 @@ class LSTMWrapper(TorchModel):
         self.logits = normc_init_(nn.Linear(self.cell_size, num_outputs), 0.01)
         self.value_head = normc_init_(nn.Linear(self.cell_size, 1), 0.01)
         self._features: Optional[torch.Tensor] = None
+        self._value_features: Optional[torch.Tensor] = None
+
+    def _branch(self, base_class: type, base_kwargs: Optional[dict], name: str):
+        """A feature model and the LSTM on its features (plus the previous action / reward)."""
+        # The base only makes features: its own value head would never be used.
+        base_config = dict(self.model_config, vf_share_layers=True, free_log_std=False, no_final_linear=False)
+        base = base_class(self.obs_space, self.action_space, None, base_config, name, **(base_kwargs or {}))
+        if isinstance(getattr(base, "value_head", None), nn.Module):
+            base.value_head = None
+        in_size = (int(base.num_outputs) + (self.action_encoder.size if self.use_prev_action else 0)
+                   + int(self.use_prev_reward))
+        return base, nn.LSTM(in_size, self.cell_size, batch_first=not self.time_major)
 
     def get_initial_state(self) -> List[torch.Tensor]:
-        return [torch.zeros(self.cell_size), torch.zeros(self.cell_size)]
+        return [torch.zeros(self.cell_size) for _ in range(2 if self.vf_share_layers else 4)]
 
-    def forward(self, input_dict, state, seq_lens):
-        feats, _ = self.base(input_dict, [], None)
+    def _run(self, base: nn.Module, lstm: nn.LSTM, input_dict, h0: torch.Tensor, c0: torch.Tensor, b: int):
+        """`(outputs [N, cell], h [B, cell], c [B, cell])` of one branch over B sequences."""
+        feats, _ = base(input_dict, [], None)
         n = feats.shape[0]
         parts = [feats]
         if self.use_prev_action:
@@ -111,26 +130,40 @@ class LSTMWrapper(TorchModel):
         if self.use_prev_reward:
             parts.append(input_dict["prev_rewards"].float().reshape(n, 1))
         x = torch.cat(parts, dim=-1) if len(parts) > 1 else feats
+        x = x.reshape(b, n // b, -1)
+        hc = (h0.float().unsqueeze(0).contiguous(), c0.float().unsqueeze(0).contiguous())
+        if self.time_major:
+            out, (h, c) = lstm(x.transpose(0, 1), hc)
+            out = out.transpose(0, 1)
+        else:
+            out, (h, c) = lstm(x, hc)
+        return out.reshape(n, self.cell_size), h[0], c[0]
+
+    def forward(self, input_dict, state, seq_lens):
+        n = input_dict["obs"].shape[0]
         b = n if seq_lens is None else int(seq_lens.shape[0])
         if b == 0 or n % b:
             raise ValueError(f"LSTMWrapper: {n} rows cannot be {b} equally padded sequences")
-        x = x.reshape(b, n // b, -1)
         if not state:
             state = [s.expand(b, -1) for s in self.get_initial_state()]
-        h0, c0 = state[0].float().unsqueeze(0), state[1].float().unsqueeze(0)
-        if self.time_major:
-            out, (h, c) = self.lstm(x.transpose(0, 1), (h0.contiguous(), c0.contiguous()))
-            out = out.transpose(0, 1)
-        else:
-            out, (h, c) = self.lstm(x, (h0.contiguous(), c0.contiguous()))
-        self._features = out.reshape(n, self.cell_size)
+        expected = len(self.get_initial_state())
+        if len(state) != expected:
+            raise ValueError(f"LSTMWrapper: got {len(state)} state tensors, expected {expected} "
+                             f"(vf_share_layers={self.vf_share_layers})")
+        self._features, h, c = self._run(self.base, self.lstm, input_dict, state[0], state[1], b)
+        state_out = [h, c]
+        if self.value_lstm is not None:
+            self._value_features, hv, cv = self._run(self.value_base, self.value_lstm, input_dict,
+                                                     state[2], state[3], b)
+            state_out += [hv, cv]
         logits = self.logits(self._features)
         if self.free_log_std:
             logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
-        return logits, [h[0], c[0]]
+        return logits, state_out
 
     def value_function(self):
-        return self.value_head(self._features).squeeze(-1)
+        feats = self._features if self.value_lstm is None else self._value_features
+        return self.value_head(feats).squeeze(-1)
 
 
 __all__ = ["LSTMWrapper", "ActionEncoder"]

@@ -5,7 +5,9 @@ The exported model maps a float32 batch of *preprocessed, filtered* observations
 action-distribution inputs `[B, K]` and, when the model has a value head, the values `[B]`.
 A `model.json` beside it records the input/output names, the action distribution and the
 spaces. Exported weights (`<prefix>.safetensors` + `<prefix>.json`) load back with
-`import_policy_weights`, which checks their checksum and shapes and never runs code.
+`import_policy_weights`, which checks their checksum and shapes and never runs code: the
+policy class, action distribution and model config the metadata names are there for people
+and serving code to read; nothing here imports a name recorded in it.
 """
 from __future__ import annotations
 
@@ -82,6 +84,8 @@ def export_policy_model(policy, export_dir: str, onnx: Optional[int] = None) -> 
         export_dir: the folder to write into (created if needed).
         onnx: the ONNX opset to export with; None writes TorchScript.
     """
+    if policy.is_recurrent():
+        return export_recurrent_policy_model(policy, export_dir, onnx)
     os.makedirs(export_dir, exist_ok=True)
     was_training = policy.model.training
     policy.model.eval()
@@ -227,3 +231,93 @@ def import_policy_weights(policy, path: str) -> None:
 
 
 __all__ = ["export_policy_model", "export_policy_weights", "read_policy_weights", "import_policy_weights"]
+
+
+# --- recurrent policies (use_lstm, use_attention) --------------------------------------
+class _RecurrentModelForExport(torch.nn.Module):
+    """One step per row: `(obs, [prev_actions], [prev_rewards], state_in_0..k) ->
+    (dist_inputs, [value], state_out_0..k)`; feed each step's state outputs back in (the
+    model's initial state, zeros, at an episode start)."""
+
+    def __init__(self, model: torch.nn.Module, with_value: bool, num_states: int, prev_columns: tuple):
+        super().__init__()
+        self.model = model
+        self.with_value = with_value
+        self.num_states = num_states
+        self.prev_columns = prev_columns
+
+    def forward(self, obs: torch.Tensor, *rest: torch.Tensor):
+        input_dict = {"obs": obs}
+        for name, value in zip(self.prev_columns, rest):
+            input_dict[name] = value
+        state = list(rest[len(self.prev_columns):])
+        out, state_out = self.model(input_dict, state, None)
+        head = (out, self.model.value_function()) if self.with_value else (out,)
+        return (*head, *state_out)
+
+
+def export_recurrent_policy_model(policy, export_dir: str, onnx: Optional[int] = None) -> str:
+    """Exports a recurrent policy (TorchScript, or ONNX with opset `onnx`) as one step of
+    `obs [B, ...]`, `prev_actions` / `prev_rewards` (only when the model reads them) and
+    `state_in_k` (shapes from `policy.get_initial_state()`, with a batch dim) to
+    `dist_inputs`, `value` (when the model has a value head) and `state_out_k`. Writes
+    `model.json` with the input / output names, shapes and the initial state's shapes;
+    returns the model file's path.
+    """
+    os.makedirs(export_dir, exist_ok=True)
+    model = policy.model
+    was_training = model.training
+    model.eval()
+    try:
+        init = policy.get_initial_state()
+        prev = tuple(policy.view_columns)
+        examples = [torch.zeros((2, *policy.observation_space.shape), dtype=torch.float32)]
+        if "prev_actions" in prev:
+            from rlfleet.utils.spaces import action_layout
+
+            shape, dtype = action_layout(policy.action_space)
+            examples.append(torch.zeros((2, *shape), dtype=torch.float32 if np.dtype(dtype).kind == "f"
+                                        else torch.int64))
+        if "prev_rewards" in prev:
+            examples.append(torch.zeros(2, dtype=torch.float32))
+        examples += [torch.as_tensor(np.repeat(s[None], 2, axis=0)) for s in init]
+        with torch.no_grad():
+            model({"obs": examples[0], **dict(zip(prev, examples[1:]))}, examples[1 + len(prev):], None)
+        with_value = bool(getattr(model, "has_value_function", True))
+        wrapper = _RecurrentModelForExport(model, with_value, len(init), prev)
+        states_in = [f"state_in_{k}" for k in range(len(init))]
+        states_out = [f"state_out_{k}" for k in range(len(init))]
+        inputs = ["obs", *prev, *states_in]
+        outputs = ["dist_inputs", *(["value"] if with_value else []), *states_out]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with torch.no_grad():
+                filename = "model.pt" if onnx is None else "model.onnx"
+                tmp = os.path.join(export_dir, f".{filename}.tmp-{os.getpid()}")
+                if onnx is None:
+                    torch.jit.save(torch.jit.trace(wrapper, tuple(examples), check_trace=False), tmp)
+                else:
+                    torch.onnx.export(wrapper, tuple(examples), tmp, opset_version=int(onnx), dynamo=False,
+                                      input_names=inputs, output_names=outputs,
+                                      dynamic_axes={name: {0: "batch"} for name in inputs + outputs})
+                os.replace(tmp, os.path.join(export_dir, filename))
+    finally:
+        model.train(was_training)
+    meta = {
+        "format": MODEL_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "file": filename,
+        "kind": "torchscript" if onnx is None else "onnx",
+        "onnx_opset": None if onnx is None else int(onnx),
+        "recurrent": True,
+        "inputs": {name: {"shape": [None, *map(int, ex.shape[1:])], "dtype": str(ex.dtype).replace("torch.", "")}
+                   for name, ex in zip(inputs, examples)},
+        "outputs": outputs,
+        "initial_state": [list(map(int, s.shape)) for s in init],
+        "meaning": "one step per row; feed state_out_k back as state_in_k, zeros at an episode start",
+        "action_dist": _dist_name(policy),
+        "observation_space": _space(policy.observation_space),
+        "action_space": _space(policy.action_space),
+    }
+    write_file_atomic(os.path.join(export_dir, "model.json"), json_bytes(meta))
+    return os.path.join(export_dir, filename)

@@ -4,7 +4,10 @@ When more policies exist (a self-play league can hold hundreds), the least-recen
 ones are written to a cache folder and dropped from memory; using one again (``map[pid]``)
 rebuilds it from its class, spaces and config and loads its state back. The files are a
 ``safetensors`` file for every array (weights, optimizer moments, RNG states) and a JSON file
-for the rest: nothing is pickled, so loading them never runs code.
+for the rest: nothing is pickled, so loading them never runs code. The files name no class or
+function (the policy's class, spaces and config stay in memory): nothing is imported on load.
+Their SHA-256 digests stay in memory too, so a file changed on disk after the spill (another
+user of a shared cache folder) is refused with `CheckpointError`, never loaded.
 """
 from __future__ import annotations
 
@@ -20,6 +23,15 @@ from collections.abc import MutableMapping
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
+
+from rlfleet.utils.safe_files import CheckpointError, parse_json, parse_safetensors, safetensors_bytes, sha256_hex
+
+
+class _Spill(NamedTuple):
+    json_path: str
+    st_path: str
+    json_sha256: str
+    st_sha256: str
 
 
 class _Spec(NamedTuple):
@@ -86,7 +98,7 @@ def _decode(tree: Any, arrays: Dict[str, np.ndarray]) -> Any:
             return tuple(items) if tree.get("tuple") else items
         if "__items__" in tree:
             return {_decode(k, arrays): _decode(v, arrays) for k, v in tree["__items__"]}
-        raise ValueError(f"unknown entry in a policy map cache file: {sorted(tree)}")
+        raise CheckpointError(f"unknown entry in a policy map cache file: {sorted(tree)}")
     return tree
 
 
@@ -118,7 +130,7 @@ class PolicyMap(MutableMapping):
         self._dir: Optional[str] = None
         self._mem: "OrderedDict[str, Any]" = OrderedDict()  # LRU order: oldest first
         self._specs: Dict[str, _Spec] = {}  # every policy, in memory or not (insertion order)
-        self._spilled: Dict[str, Tuple[str, str]] = {}  # pid -> (json path, safetensors path)
+        self._spilled: Dict[str, _Spill] = {}  # pid -> its two files and their digests
 
     # --- building ----------------------------------------------------------------------
     def create_policy(self, policy_id: str, policy_class: type, observation_space, action_space,
@@ -193,7 +205,15 @@ class PolicyMap(MutableMapping):
     def _evict(self) -> None:
         while len(self._mem) > self.capacity:
             pid, policy = self._mem.popitem(last=False)
-            self._spill(pid, policy)
+            try:
+                self._spill(pid, policy)
+            except OSError as exc:
+                # Keep the policy (in memory, over capacity) rather than lose it.
+                self._mem[pid] = policy
+                self._mem.move_to_end(pid, last=False)
+                raise OSError(exc.errno, f"policy map: spilling policy {pid!r} to {self._dir!r} failed ({exc}); "
+                                         "it stays in memory. Free space there or set "
+                                         "'multiagent.policy_map_cache' to another folder") from exc
 
     def _paths(self, policy_id: str) -> Tuple[str, str]:
         if self._dir is None:
@@ -206,31 +226,44 @@ class PolicyMap(MutableMapping):
         return base + ".json", base + ".safetensors"
 
     def _spill(self, policy_id: str, policy) -> None:
-        from safetensors.numpy import save_file
-
         arrays: Dict[str, np.ndarray] = {}
         tree = _encode(policy_full_state(policy), arrays, "state")
+        st_data = safetensors_bytes(arrays)
+        json_data = json.dumps({"policy_id": policy_id, "state": tree}).encode("utf-8")
         json_path, st_path = self._paths(policy_id)
-        save_file(arrays, st_path)
-        with open(json_path, "w") as f:
-            json.dump({"policy_id": policy_id, "state": tree}, f)
-        self._spilled[policy_id] = (json_path, st_path)
+        try:
+            for path, data in ((st_path, st_data), (json_path, json_data)):
+                with open(path, "wb") as f:
+                    f.write(data)
+        except BaseException:
+            for path in (st_path, json_path):
+                if os.path.exists(path):
+                    os.remove(path)
+            raise
+        self._spilled[policy_id] = _Spill(json_path, st_path, sha256_hex(json_data), sha256_hex(st_data))
+
+    def _read(self, path: str, digest: str) -> bytes:
+        with open(path, "rb") as f:
+            data = f.read()
+        if sha256_hex(data) != digest:
+            raise CheckpointError(f"policy map cache file {path!r} changed on disk after it was written (its "
+                                  "SHA-256 differs); refusing to load it. Give each run its own "
+                                  "'multiagent.policy_map_cache' folder")
+        return data
 
     def _restore(self, policy_id: str):
-        from safetensors.numpy import load_file
-
-        json_path, st_path = self._spilled.pop(policy_id)
-        with open(json_path) as f:
-            tree = json.load(f)["state"]
-        state = _decode(tree, load_file(st_path))
+        spill = self._spilled[policy_id]
+        tree = parse_json(self._read(spill.json_path, spill.json_sha256), spill.json_path)["state"]
+        arrays = parse_safetensors(self._read(spill.st_path, spill.st_sha256), spill.st_path)
+        state = _decode(tree, arrays)
         spec = self._specs[policy_id]
         policy = build_policy(spec.policy_class, spec.observation_space, spec.action_space, spec.config, policy_id)
         set_policy_full_state(policy, state)
-        for path in (json_path, st_path):
-            os.remove(path)
+        self._drop_files(policy_id)
         return policy
 
     def _drop_files(self, policy_id: str) -> None:
-        for path in self._spilled.pop(policy_id):
+        spill = self._spilled.pop(policy_id)
+        for path in (spill.json_path, spill.st_path):
             if os.path.exists(path):
                 os.remove(path)

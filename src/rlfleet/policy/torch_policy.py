@@ -23,6 +23,7 @@ import torch
 from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.policy.fast_inference import NumpyMLPInference, sample_numpy, supports_fast_path
+from rlfleet.policy.nan_guard import NonFiniteGuard, grad_norm
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
 from rlfleet.utils.compression import decompress_columns
@@ -103,6 +104,8 @@ class TorchPolicy(Policy):
         self.optimizers: Dict[str, torch.optim.Optimizer] = self.make_optimizers()
         # Gradient updates so far (one per `_step`): what `optimizers_to_step` may count with.
         self.num_grad_updates = 0
+        # Skips updates with a NaN/inf loss or gradient; raises after too many in a row.
+        self.nonfinite_guard = NonFiniteGuard(policy_id, config.get("max_nonfinite_updates", 5))
         callbacks_factory = config.get("callbacks")
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
@@ -222,18 +225,22 @@ class TorchPolicy(Policy):
         self._initial_state = [np.asarray(s.detach().cpu().numpy() if torch.is_tensor(s) else s, np.float32)
                                for s in self.model.get_initial_state()]
         self.max_seq_len = int(model_config.get("max_seq_len", 20))
-        if model_config.get("use_lstm") and not self._initial_state:
-            # An algorithm that builds its own networks (make_model_and_action_dist) and has no
-            # recurrent version: say so rather than silently train a feed-forward net.
-            raise ValueError(
-                f"'model.use_lstm': True is not supported by {type(self).__name__} (its networks are not "
-                "recurrent; recurrent Q-learning needs sequence replay); use PPO or PG, or set use_lstm False"
-            )
-        # Columns the model reads besides obs (and state): the previous action / reward.
+        for key in ("use_lstm", "use_attention"):
+            if model_config.get(key) and not self._initial_state:
+                # An algorithm that builds its own networks (make_model_and_action_dist) and has no
+                # recurrent version: say so rather than silently train a feed-forward net.
+                raise ValueError(
+                    f"'model.{key}': True is not supported by {type(self).__name__} (its networks are not "
+                    f"recurrent; recurrent Q-learning needs sequence replay); use PPO or PG, or set {key} False"
+                )
+        # Columns the model reads besides obs (and state): the previous action / reward (a
+        # recurrent model says so with `uses_prev_actions` / `uses_prev_rewards`).
         self.view_columns: List[str] = []
-        if self._initial_state and model_config.get("lstm_use_prev_action"):
+        uses_actions = getattr(self.model, "uses_prev_actions", model_config.get("lstm_use_prev_action"))
+        uses_rewards = getattr(self.model, "uses_prev_rewards", model_config.get("lstm_use_prev_reward"))
+        if self._initial_state and uses_actions:
             self.view_columns.append(SampleBatch.PREV_ACTIONS)
-        if self._initial_state and model_config.get("lstm_use_prev_reward"):
+        if self._initial_state and uses_rewards:
             self.view_columns.append(SampleBatch.PREV_REWARDS)
         if self._initial_state:
             self._fast_ok = False
@@ -302,7 +309,8 @@ class TorchPolicy(Policy):
 
     def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """One gradient update: every optimizer `optimizers_to_step()` names steps on its own
-        loss's gradient (clipped to `grad_clip`). Returns the detached stats."""
+        loss's gradient (clipped to `grad_clip`), unless a loss or gradient is not finite:
+        then none steps (see policy/nan_guard.py). Returns the detached stats."""
         if self.is_recurrent():
             tensors = {k: v.reshape(-1, *v.shape[2:]) if k in self._seq_row_columns else v for k, v in tensors.items()}
         losses, stats = self.loss(self.model, self.dist_class, tensors)
@@ -312,12 +320,17 @@ class TorchPolicy(Policy):
             self.optimizers[name].zero_grad(set_to_none=True)
         self._backward(losses, names)
         grad_clip = self.config.get("grad_clip")
+        norms = {}
         for name in names:
-            optimizer = self.optimizers[name]
+            params = _params(self.optimizers[name])
             if grad_clip is not None:
-                stats[_gnorm_stat(name)] = torch.nn.utils.clip_grad_norm_(_params(optimizer), grad_clip)
-            optimizer.step()
-        self.num_grad_updates += 1
+                norms[name] = stats[_gnorm_stat(name)] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+            else:
+                norms[name] = grad_norm(params)
+        if self.nonfinite_guard.ok({name: losses[name] for name in names}, norms, stats):
+            for name in names:
+                self.optimizers[name].step()
+            self.num_grad_updates += 1
         return {k: v.detach() if torch.is_tensor(v) else torch.as_tensor(v) for k, v in stats.items()}
 
     def _losses_by_optimizer(self, losses, names: List[str]) -> Dict[str, torch.Tensor]:
@@ -356,8 +369,12 @@ class TorchPolicy(Policy):
             self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
         stats = self._step(self.to_tensors(samples))
         if "td_error" in stats:
-            result["td_error"] = stats.pop("td_error").numpy()
+            td_error = stats.pop("td_error").numpy()
+            # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
+            result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(
+                td_error, nan=0.0, posinf=0.0, neginf=0.0)
         result["learner_stats"] = self._learner_stats({k: float(v) for k, v in stats.items()})
+        result["num_nonfinite_updates"] = self.nonfinite_guard.total
         return result
 
     def _learner_stats(self, stats: Dict[str, float]) -> Dict[str, float]:
@@ -402,6 +419,7 @@ class TorchPolicy(Policy):
                 last_pass.append(step_stats)
         stats = {k: float(torch.stack([s[k] for s in last_pass]).float().mean()) for k in last_pass[0]}
         result["learner_stats"] = self._learner_stats(stats)
+        result["num_nonfinite_updates"] = self.nonfinite_guard.total
         return result
 
     def on_global_var_update(self, global_vars: Dict[str, Any]) -> None:

@@ -2,12 +2,29 @@
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List, NamedTuple, Sequence
 
 import numpy as np
 
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.rollout.episode import RolloutMetrics
+
+
+class OffPolicyEstimate(NamedTuple):
+    """One episode's off-policy estimate (rlfleet.offline.estimators), reported by a
+    worker's `get_metrics()` beside its finished episodes."""
+
+    estimator_name: str
+    metrics: Dict[str, float]
+
+
+def summarize_estimates(estimates: Sequence[OffPolicyEstimate]) -> Dict[str, Dict[str, float]]:
+    """`{estimator name: {metric: mean over the estimates}}`: the result's `off_policy_estimator`."""
+    acc: Dict[str, Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
+    for e in estimates:
+        for k, v in e.metrics.items():
+            acc[e.estimator_name][k].append(v)
+    return {name: {k: float(np.mean(v)) for k, v in metrics.items()} for name, metrics in acc.items()}
 
 
 def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | None = None) -> Dict:
@@ -67,25 +84,39 @@ def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | N
 class EpisodeWindow:
     """The finished episodes a result's episode statistics are taken over.
 
+    As the reference's `min_history`: every episode that finished this iteration counts,
+    however many; when fewer than `size` did, the most recent earlier ones fill the window
+    up to `size`. So `size` (`metrics_smoothing_episodes`) is a minimum, not a cap.
+
     Args:
-        size: `metrics_smoothing_episodes`: the window holds the last `size` episodes.
+        size: `metrics_smoothing_episodes`.
 
     Attributes:
         total: episodes added since the start (or `reset(total)`).
     """
 
     def __init__(self, size: int):
-        self._episodes: deque = deque(maxlen=int(size))
+        self.size = int(size)
+        self._history: deque = deque(maxlen=self.size)  # the last `size` episodes, for padding
         self.total = 0
 
     def add(self, new_episodes: Sequence[RolloutMetrics]) -> Dict:
-        """Adds this iteration's finished episodes; returns `summarize_episodes` of the window."""
+        """Adds this iteration's finished episodes; returns `summarize_episodes` over them
+        and, when they are fewer than `size`, the latest earlier ones."""
+        # Off-policy estimates (offline input) come with the episodes; they are this
+        # iteration's only, summarised under `off_policy_estimator`.
+        estimates = [e for e in new_episodes if isinstance(e, OffPolicyEstimate)]
+        new_episodes = [e for e in new_episodes if not isinstance(e, OffPolicyEstimate)]
+        missing = self.size - len(new_episodes)
+        window = (list(self._history)[-missing:] if missing > 0 else []) + new_episodes
         self.total += len(new_episodes)
-        self._episodes.extend(new_episodes)
-        return summarize_episodes(list(self._episodes), new_episodes=len(new_episodes))
+        self._history.extend(new_episodes)
+        result = summarize_episodes(window, new_episodes=len(new_episodes))
+        result["off_policy_estimator"] = summarize_estimates(estimates)
+        return result
 
     def reset(self, total: int = 0) -> None:
-        self._episodes.clear()
+        self._history.clear()
         self.total = int(total)
 
 

@@ -15,15 +15,26 @@ Batch sizes: `rollout_fragment_length * num_envs_per_worker` steps, counted as e
 agent steps (`multiagent.count_steps_by`). With `truncate_episodes` a batch ends as soon
 as that count is reached (agent steps may overshoot by less than one env step's worth of
 agents); with `complete_episodes` it holds only finished episodes totalling at least that.
+
+Env checks (`rlfleet.env.checks`), per agent: each observation in detail until the first
+episode ends (and the first observation of each policy), then a vectorised bounds / NaN
+check of each preprocessed observation and a finite-reward check (none after the first
+episode with `disable_env_checking`). An env that raises or breaks its contract is an
+`EnvError` naming the env, worker, sub-env, episode, step and agent; the sampler then
+stops (later collections raise it again) until `restart()`.
 """
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from rlfleet.env.checks import (EnvCheckError, EnvError, ObsBatchCheck, env_call_error, observation_problem,
+                                reward_problem)
 from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
@@ -35,6 +46,7 @@ from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
+logger = logging.getLogger(__name__)
 
 
 class MultiAgentSampler:
@@ -64,10 +76,15 @@ class MultiAgentSampler:
         self._eps_counter = 0
         self._episodes: List[Optional[MultiAgentEpisode]] = [None] * self.num_envs
         self._finished: List[MultiAgentEpisode] = []  # ended, rows not yet batched
-        self._checked: set = set()  # policies whose first observation passed the space check
+        self._checked: set = set()  # policies whose first observation passed the detailed check
         self.steps_since_sync = 0
         self.metrics: List[RolloutMetrics] = []
         self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
+        # Env checks (see the module docstring).
+        self._detailed_checks = True
+        self._step_checks = True
+        self._obs_checks: Dict[str, Tuple[Any, ObsBatchCheck]] = {}  # pid -> (preprocessor, check)
+        self._failed: Optional[EnvError] = None
 
     # --- public ------------------------------------------------------------------
     def sample(self) -> MultiAgentBatch:
@@ -107,7 +124,8 @@ class MultiAgentSampler:
         return summarize_perf(self._perf)
 
     def restart(self) -> None:
-        """Forgets the episodes in flight; the next step resets every sub-env."""
+        """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
+        self._failed = None
         self._episodes = [None] * self.num_envs
         self._finished = []
         self.metrics = []
@@ -175,11 +193,13 @@ class MultiAgentSampler:
 
     # --- one env step for every sub-env -----------------------------------------------
     def _step(self) -> int:
+        if self._failed is not None:
+            raise self._failed.with_context()
         clock = time.perf_counter
         t0 = clock()
         for i in range(self.num_envs):
             if self._episodes[i] is None:
-                self._start_episode(i, *self.env.reset_at(i))
+                self._start_episode(i, *self._reset(i))
         # Who acts: agents with an observation and no action in flight, grouped by policy.
         groups: Dict[str, List[Tuple[int, Any]]] = defaultdict(list)
         for i, ep in enumerate(self._episodes):
@@ -212,8 +232,15 @@ class MultiAgentSampler:
                 raise ValueError(f"Sub-env {i} ({type(self.env.envs[i]).__name__}) gave no agent an "
                                  "observation, yet its episode is not over (set terminateds['__all__'])")
             s = clock()
-            result = self.env.envs[i].step(actions[i])
+            try:
+                result = self.env.envs[i].step(actions[i])
+            except Exception as e:
+                raise self._located(env_call_error("step()", e), ep, ep.length + 1) from e
             env_wait += clock() - s
+            if not (isinstance(result, tuple) and len(result) == 5):
+                raise self._located(EnvCheckError(
+                    f"the env's step() returned {_what(result)}; multi-agent envs return (obs, rewards, "
+                    "terminateds, truncateds, infos) dicts"), ep, ep.length + 1)
             self._process(i, ep, *result)
         self.steps_since_sync += self.num_envs
         perf = self._perf
@@ -222,6 +249,59 @@ class MultiAgentSampler:
         perf["processing"] += clock() - t1 - env_wait
         perf["steps"] += 1
         return self.num_envs
+
+    # --- env checks (rlfleet.env.checks) ------------------------------------------------
+    def _located(self, error: EnvError, ep: Optional[MultiAgentEpisode], step: int, agent_id: Any = None,
+                 index: Optional[int] = None) -> EnvError:
+        """`error` with its location; remembered: later collections raise it again (the
+        envs are mid-step, in an unknown state) until `restart()`."""
+        env_id = self.settings.env_id or type(self.env.envs[0]).__name__
+        error = error.with_context(
+            env_id=env_id, worker_index=self.settings.worker_index,
+            sub_env_index=ep.env_index if ep is not None else index,
+            episode_id=ep.episode_id if ep is not None else self._eps_base + self._eps_counter + 1,
+            step=step, agent_id=agent_id)
+        self._failed = error
+        return error
+
+    def _reset(self, i: int):
+        try:
+            result = self.env.reset_at(i)
+        except Exception as e:
+            raise self._located(env_call_error("reset()", e), None, 0, index=i) from e
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise self._located(EnvCheckError(f"the env's reset() returned {_what(result)}; multi-agent envs "
+                                              "return (obs, infos) dicts"), None, 0, index=i)
+        return result
+
+    def _checked_obs(self, ep: MultiAgentEpisode, aid, pid: str, pp, raw) -> np.ndarray:
+        """The preprocessed observation of agent `aid`, checked (see the module docstring)."""
+        space = pp.original_space
+        if self._detailed_checks or pid not in self._checked:
+            problem = observation_problem(raw, space)
+            if problem is not None:
+                raise self._located(EnvCheckError(f"{problem} (policy {pid!r})"), ep, ep.length, aid)
+            self._checked.add(pid)
+        try:
+            obs = pp.transform(raw)
+        except Exception as e:
+            problem = observation_problem(raw, space) or f"the preprocessor {pp} could not read it: {e}"
+            raise self._located(EnvCheckError(f"{problem} (policy {pid!r})"), ep, ep.length, aid) from e
+        if self._step_checks:
+            cached = self._obs_checks.get(pid)
+            if cached is None or cached[0] is not pp:
+                cached = self._obs_checks[pid] = (pp, ObsBatchCheck(pp.observation_space))
+            if not cached[1].ok(obs):
+                problem = observation_problem(raw, space)
+                if problem is not None:
+                    raise self._located(EnvCheckError(f"{problem} (policy {pid!r})"), ep, ep.length, aid)
+                # The env is not at fault: the preprocessor's outputs leave the space it
+                # declares (a custom preprocessor). Say so once and stop checking them.
+                logger.warning("The outputs of preprocessor %s (policy %r) leave its observation_space %s, "
+                               "though the observations are in their space; not checking them any more",
+                               pp, pid, pp.observation_space)
+                cached[1].trivial = True
+        return obs
 
     # --- observations and transitions -------------------------------------------------
     def _observe(self, ep: MultiAgentEpisode, obs: Dict[Any, Any], infos: Dict[Any, Any]) -> Dict[Any, Any]:
@@ -233,10 +313,7 @@ class MultiAgentSampler:
         for aid, raw in obs.items():
             pid = ep.policy_for(aid)
             _, pp, filt = self._resolve(pid)
-            if pid not in self._checked:
-                pp.check(raw)
-                self._checked.add(pid)
-            out[aid] = filt(pp.transform(raw))
+            out[aid] = filt(self._checked_obs(ep, aid, pid, pp, raw))
             ep._last_raw_obs[aid] = raw
             ep._last_info[aid] = infos.get(aid, {})
         return out
@@ -270,8 +347,14 @@ class MultiAgentSampler:
         horizon_terminal = over and not (term_all or trunc_all) and end.terminal
         seen = self._observe(ep, obs, infos)
         clipper = self.settings.reward_clipper
+        check_rewards = self._step_checks
         for aid, r in rewards.items():
-            r = float(r)
+            try:
+                r = float(r)
+            except (TypeError, ValueError):
+                raise self._located(EnvCheckError(reward_problem(r)), ep, ep.length, aid) from None
+            if check_rewards and not math.isfinite(r):
+                raise self._located(EnvCheckError(reward_problem(r)), ep, ep.length, aid)
             key = (aid, ep.policy_for(aid))
             ep.agent_rewards[key] = ep.agent_rewards.get(key, 0.0) + r
             ep.total_reward += r
@@ -324,6 +407,9 @@ class MultiAgentSampler:
                                           episode=ep, env_index=i)
         self.metrics.append(ep.to_metrics())
         self._episodes[i] = None
+        if self._detailed_checks:  # the first episode is checked: from now on, vectorised checks
+            self._detailed_checks = False
+            self._step_checks = self.settings.check_env_steps
         if ep.num_rows:
             self._finished.append(ep)
 
@@ -360,3 +446,7 @@ class MultiAgentSampler:
             for batch in batches.values():
                 compress_columns(batch)
         return MultiAgentBatch(batches, env_steps)
+
+
+def _what(result: Any) -> str:
+    return f"a tuple of {len(result)}" if isinstance(result, tuple) else f"a {type(result).__name__}"

@@ -19,13 +19,18 @@ from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv, as_multi_agent
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
+from rlfleet.env.wrappers.video import with_video
 from rlfleet.models.preprocessors import get_preprocessor
+from rlfleet.offline.io_context import IOContext
+from rlfleet.offline.offline_sampler import OfflineSampler, wants_offline_input
+from rlfleet.offline.writer import make_output_writer
 from rlfleet.policy.policy_map import PolicyMap
 from rlfleet.policy.policy_spec import PolicySpec
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from rlfleet.utils.seeding import derive_seed
 from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.fake_sampler import FakeSampler, custom_sampler
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces, wants_multi_agent
 from rlfleet.rollout.sampler import SingleAgentSampler
@@ -55,6 +60,22 @@ def make_sampler(worker: "RolloutWorker", settings: SamplerSettings, acting_poli
         acting_policy: the fast path's acting policy when it is not the worker's own
             (`sample_async` acts with a copy).
     """
+    collector = worker.config.get("sample_collector")
+    if collector is not None:
+        sampler = custom_sampler(collector, worker, settings)
+    elif wants_offline_input(worker.config):
+        # Offline input: a reader is the sampler; the env sampler is made when needed.
+        sampler = OfflineSampler(worker=worker, settings=settings, log_dir=worker.log_dir,
+                                 make_env_sampler=lambda: _env_sampler(worker, settings))
+    else:
+        sampler = _env_sampler(worker, settings, acting_policy)
+    if worker.config.get("fake_sampler") and sampler is not None:
+        # Learner benchmarks: the first batch, re-served forever (rollout/fake_sampler.py).
+        sampler = FakeSampler(sampler)
+    return sampler
+
+
+def _env_sampler(worker: "RolloutWorker", settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
     env = worker.env
     if env is None:
         return None
@@ -81,6 +102,7 @@ class RolloutWorker:
         config: the (validated) trainer config.
         worker_index: 0 for the local worker, 1.. for remote ones.
         num_workers: how many remote workers exist (for the EnvContext).
+        log_dir: the trainer's results folder (where `output: "logdir"` writes).
 
     Attributes:
         policy_map: `{policy_id: policy}` (a PolicyMap).
@@ -99,11 +121,16 @@ class RolloutWorker:
         config: dict,
         worker_index: int = 0,
         num_workers: int = 0,
+        log_dir: Optional[str] = None,
     ):
-        if worker_index > 0:
+        if worker_index > 0:  # a process of its own (a Ray actor): set it up as the config asks
             for key, value in (config.get("extra_python_environs_for_worker") or {}).items():
                 os.environ[str(key)] = str(value)
+            if config.get("log_level"):
+                level = config["log_level"]
+                logging.getLogger("rlfleet").setLevel("WARNING" if level == "WARN" else level)
         self.config = config
+        self.log_dir = log_dir  # the trainer's results folder (`output: "logdir"`), if any
         # Held while a batch is collected in the background (sample_async), and by whatever
         # reads or replaces filters and metrics meanwhile.
         self._lock = threading.Lock()
@@ -142,6 +169,8 @@ class RolloutWorker:
             main = self.policy_map[pid]
             acting = type(main)(main.observation_space, main.action_space, main.config)
         self.sampler = make_sampler(self, self._settings, acting)
+        # `output`: every batch sample() returns is also written (JSON lines; rlfleet.offline).
+        self.output_writer = make_output_writer(config, IOContext(self.log_dir, config, worker_index, self))
         if acting is not None:
             self._async = AsyncSampling(self.sampler.sample, self._sync_acting_policy, self._lock)
 
@@ -156,6 +185,9 @@ class RolloutWorker:
         config = self.config
         # Atari image envs get the DeepMind (or generic) preprocessing `preprocessor_pref` asks for.
         env_creator = with_atari_preprocessing(env_creator, config)
+        # `record_env` / `render_env`: sub-env 0 of the worker that samples (env/wrappers/video.py).
+        env_creator = with_video(env_creator, config, worker_index=self.worker_index, num_workers=self.num_workers,
+                                 log_dir=self.log_dir)
         num_envs = int(config["num_envs_per_worker"])
         seeds = self._env_seeds(num_envs)
         rules = EpisodeRules.from_config(config)
@@ -250,6 +282,8 @@ class RolloutWorker:
         batch = self._async.next() if self._async is not None else sampler.sample()
         if self.callbacks.overrides("on_sample_end"):
             self.callbacks.on_sample_end(worker=self, samples=batch)
+        if self.output_writer is not None:
+            self.output_writer.write(batch)
         return batch
 
     def sample_with_count(self):
@@ -443,7 +477,24 @@ class RolloutWorker:
     def apply(self, fn: Callable, *args):
         return fn(self, *args)
 
+    def foreach_env(self, fn: Callable[[Any], Any]) -> list:
+        """`fn(sub_env)` for each of this worker's sub-envs (none without an env)."""
+        return self.foreach_env_with_context(lambda env, ctx: fn(env))
+
+    def foreach_env_with_context(self, fn: Callable[[Any, EnvContext], Any]) -> list:
+        """`fn(sub_env, env_context)` for each sub-env, its context carrying its `vector_index`."""
+        if self.env is None:
+            return []
+        envs = getattr(self.env, "envs", None)
+        if envs is None:
+            raise ValueError("foreach_env / env_task_fn: the sub-envs run in their own actors "
+                             "('remote_worker_envs': True) and cannot be reached from the worker; "
+                             "set remote_worker_envs False to use env_task_fn")
+        return [fn(env, self.env_context.copy_with_overrides(vector_index=i)) for i, env in enumerate(envs)]
+
     def stop(self) -> None:
+        if getattr(self.output_writer, "close", None) is not None:
+            self.output_writer.close()
         if self._async is not None:
             self._async.stop()
         if self.env is not None:

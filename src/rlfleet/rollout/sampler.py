@@ -3,24 +3,38 @@
 Everything a step writes goes into preallocated time-major arrays `[T, num_envs, ...]`;
 a finished chunk is turned into one env-major SampleBatch (each sub-env's steps
 contiguous) and postprocessed by the policy in one vectorised call.
+
+What the envs return is checked as it arrives (`rlfleet.env.checks`): each observation in
+detail until the first episode ends, then the stacked preprocessed observations and the
+rewards with a few vectorised calls per step (none with `disable_env_checking`). An env
+that raises or breaks its contract is an `EnvError` naming the env, worker, sub-env,
+episode and step; the sampler then stops (every later collection raises it again, so a
+remote worker counts as failed) until `restart()`.
 """
 from __future__ import annotations
 
+import logging
+import math
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
 
+from rlfleet.env.checks import (EnvCheckError, EnvError, ObsBatchCheck, env_call_error, observation_problem,
+                                reward_problem)
 from rlfleet.env.vector_env import VectorEnv
+from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
+from rlfleet.utils.filters import NoFilter
 from rlfleet.utils.spaces import action_layout, env_actions
 
 SB = SampleBatch
+logger = logging.getLogger(__name__)
 
 
 def _action_layout(space: gym.Space):
@@ -29,6 +43,15 @@ def _action_layout(space: gym.Space):
         return action_layout(space)
     except ValueError:
         raise ValueError(f"The single-agent sampler does not support action space {space}") from None
+
+
+def _env_label(venv) -> str:
+    """A name for the env when the config has none (a worker built from a creator)."""
+    envs = getattr(venv, "envs", None)
+    if not envs:
+        return type(venv).__name__
+    spec = getattr(envs[0], "spec", None)
+    return spec.id if spec is not None and spec.id else type(getattr(envs[0], "unwrapped", envs[0])).__name__
 
 
 class SingleAgentSampler:
@@ -80,6 +103,23 @@ class SingleAgentSampler:
         self.steps_since_sync = 0
         self.metrics: List[RolloutMetrics] = []
         self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
+        # Env checks (see the module docstring): detailed until the first episode ends,
+        # then vectorised unless `disable_env_checking`.
+        # The space the policy's preprocessor was built for (the config's `observation_space`
+        # when set, else the env's): what the observations must match.
+        space = getattr(preprocessor, "original_space", None)
+        self._obs_space = vector_env.observation_space if space is None else space
+        self._obs_check = ObsBatchCheck(preprocessor.observation_space)
+        self._detailed_checks = True
+        self._step_checks = True
+        self._failed: Optional[EnvError] = None
+        # A Box env without an observation filter (the common case): the buffers hold what the
+        # env returned (as float32), so each step checks only that it is finite (one sum) and
+        # the bounds are checked once per chunk, over the whole `new_obs` buffer (an error
+        # still names the exact step). Otherwise the bounds are checked at every step (a
+        # stateful filter must never see a bad observation).
+        self._bounds_per_chunk = isinstance(preprocessor, NoPreprocessor) and isinstance(obs_filter, NoFilter)
+        self._float_obs = preprocessor.dtype != np.uint8
 
     # --- public ------------------------------------------------------------------
     def sample(self) -> SampleBatch:
@@ -118,7 +158,9 @@ class SingleAgentSampler:
         self._eps_counter = int(state.get("episodes_started", self._eps_counter))
 
     def restart(self) -> None:
-        """Forgets the episodes in flight; the next collection resets every sub-env."""
+        """Forgets the episodes in flight (and an env failure); the next collection resets
+        every sub-env."""
+        self._failed = None
         self._cur_obs = None
         self._pending = [[] for _ in range(self.num_envs)]
         self._episodes = [None] * self.num_envs
@@ -134,11 +176,17 @@ class SingleAgentSampler:
 
     # --- the step loop -------------------------------------------------------------
     def _start(self) -> None:
-        raw = self.env.reset_all()
-        # Catch observations that do not match the declared space here, with a clear
-        # message, rather than as a shape error deep inside NumPy.
-        self.preprocessor.check(raw[0])
-        self._cur_obs = self._filter(raw)
+        try:
+            raw = self.env.reset_all()
+        except EnvError as e:
+            raise self._located(e) from e.__cause__
+        except Exception as e:  # e.g. a remote sub-env's error, arriving through Ray
+            raise self._located(env_call_error("reset()", e)) from e
+        # Observations that do not match the declared space fail here, saying which and
+        # why, rather than as a shape error deep inside NumPy.
+        first = [0] * self.num_envs
+        self._check_each(raw, range(self.num_envs), first)
+        self._cur_obs = self.filter.apply_batch(self._transform(raw, first))
         if self._recurrent:
             n = self.num_envs
             self._state = [np.repeat(s[None], n, axis=0) for s in self.policy.get_initial_state()]
@@ -147,8 +195,96 @@ class SingleAgentSampler:
         for i in range(self.num_envs):
             self._new_episode(i, raw[i])
 
-    def _filter(self, raw_obs: List) -> np.ndarray:
-        return self.filter.apply_batch(self.preprocessor.transform_batch(raw_obs))
+    # --- env checks (rlfleet.env.checks) ---------------------------------------------
+    def _located(self, error: EnvError, index: Optional[int] = None, step: Optional[int] = None,
+                 episode: Optional[int] = None) -> EnvError:
+        """`error` with this sampler's part of the location (a sub-env's step within its
+        episode: 0 for its reset); remembered: later collections raise it again (the envs
+        are mid-step, in an unknown state) until `restart()`."""
+        index = error.sub_env_index if error.sub_env_index is not None else index
+        if episode is None and index is not None:
+            # Before the first reset went through, the episode is the one about to start.
+            started = self._cur_obs is not None
+            episode = int(self._eps_id[index]) if started else self._eps_base + self._eps_counter + index + 1
+        error = error.with_context(env_id=self.settings.env_id or _env_label(self.env),
+                                   worker_index=self.settings.worker_index, sub_env_index=index,
+                                   episode_id=episode, step=step)
+        self._failed = error
+        return error
+
+    def _check_each(self, raw_obs, indices, steps, episode: Optional[int] = None) -> None:
+        """The detailed check of each raw observation: sub-env `indices[k]` gave
+        `raw_obs[k]` at its episode's step `steps[k]`."""
+        space = self._obs_space
+        for i, obs, step in zip(indices, raw_obs, steps):
+            problem = observation_problem(obs, space)
+            if problem is not None:
+                raise self._located(EnvCheckError(problem), i, int(step), episode)
+
+    def _transform(self, raw_obs: List, steps) -> np.ndarray:
+        """The preprocessed observations of every sub-env (each at its episode's `steps[i]`)."""
+        try:
+            return self.preprocessor.transform_batch(raw_obs)
+        except Exception as e:
+            # Say which observation the preprocessor could not read, and why.
+            self._check_each(raw_obs, range(len(raw_obs)), steps)
+            raise self._located(EnvCheckError(
+                f"the preprocessor {self.preprocessor} could not read the observations: {e}")) from e
+
+    def _first_obs(self, i: int, raw) -> np.ndarray:
+        """Sub-env `i`'s first observation of its next episode, preprocessed and checked
+        like a step's (the vectorised check; details only when it fails)."""
+        episode = self._eps_base + self._eps_counter + 1  # the id it is about to get
+        try:
+            obs = self.preprocessor.transform(raw)
+        except Exception as e:
+            self._check_each([raw], [i], [0], episode)
+            raise self._located(EnvCheckError(f"the preprocessor {self.preprocessor} could not read the "
+                                              f"observation: {e}"), i, 0, episode) from e
+        if self._step_checks and not (self._finite(obs) if self._bounds_per_chunk else self._obs_check.ok(obs)):
+            self._check_each([raw], [i], [0], episode)
+        return obs
+
+    def _step_ok(self, obs: np.ndarray, rewards: np.ndarray) -> bool:
+        """The vectorised per-step check (see `_bounds_per_chunk`). A sum is NaN / inf when
+        any term is (finite terms overflow only past 1e38 for float32 observations, 1e308 for
+        rewards: then `_explain_step` finds nothing and sampling goes on)."""
+        if not math.isfinite(np.add.reduce(rewards)):
+            return False
+        if self._bounds_per_chunk:
+            return self._finite(obs)
+        return self._obs_check.ok(obs)
+
+    def _finite(self, obs: np.ndarray) -> bool:
+        return not self._float_obs or math.isfinite(np.add.reduce(obs, axis=None))
+
+    def _explain_chunk(self, rows: int) -> None:
+        """Raises the EnvCheckError for the chunk's first out-of-bounds observation (`obs`
+        rows hold each episode's first one, `new_obs` rows the ones steps returned)."""
+        b = self._buffers
+        space = self.preprocessor.observation_space  # the env's Box, as float32
+        for t in range(rows):
+            for i in range(self.num_envs):
+                for key, step in ((SB.OBS, int(b[SB.T][t, i])), (SB.NEXT_OBS, int(b[SB.T][t, i]) + 1)):
+                    if not self._obs_check.ok(b[key][t, i]):
+                        problem = observation_problem(b[key][t, i], space) or f"observation outside {space}"
+                        raise self._located(EnvCheckError(problem), i, step, int(b[SB.EPS_ID][t, i]))
+
+    def _explain_step(self, raw_obs: List, rewards: np.ndarray, obs: np.ndarray) -> None:
+        """Raises the EnvCheckError for a step whose vectorised check failed."""
+        for i in range(self.num_envs):
+            problems = [p for p in (observation_problem(raw_obs[i], self._obs_space), reward_problem(rewards[i]))
+                        if p is not None]
+            if problems:
+                raise self._located(EnvCheckError("; ".join(problems)), i, int(self._ep_len[i]) + 1)
+        if self._obs_check.ok(obs):
+            return
+        # The env is not at fault: the preprocessor's outputs leave the space it declares
+        # (a custom preprocessor). Say so once and stop checking them.
+        logger.warning("The outputs of preprocessor %s leave its observation_space %s, though the env's "
+                       "observations are in their space; not checking them any more",
+                       self.preprocessor, self.preprocessor.observation_space)
+        self._obs_check.trivial = True
 
     def _alloc(self, extra: Dict[str, np.ndarray]) -> None:
         T, n = self._chunk_len, self.num_envs
@@ -172,6 +308,8 @@ class SingleAgentSampler:
 
     def _collect(self, stop: Callable[[], bool]) -> int:
         """Steps all sub-envs up to one chunk; returns the number of rows written."""
+        if self._failed is not None:
+            raise self._failed.with_context()
         if self._cur_obs is None:
             self._start()
         self._finished_steps = 0
@@ -202,16 +340,26 @@ class SingleAgentSampler:
                 b[key][t] = extra[key]
             b[SB.EPS_ID][t] = self._eps_id
             b[SB.T][t] = self._ep_len
-            step = venv.step(env_actions(actions, self.action_space, normalize, clip))
+            try:
+                step = venv.step(env_actions(actions, self.action_space, normalize, clip))
+            except EnvError as e:
+                raise self._located(e) from e.__cause__
+            except Exception as e:  # e.g. a remote sub-env's error, arriving through Ray
+                raise self._located(env_call_error("step()", e)) from e
             t2 = clock()
             rewards = step.rewards
+            if self._detailed_checks:
+                self._check_each(step.obs, range(n), self._ep_len + 1)
+            obs = self._transform(step.obs, self._ep_len + 1)
+            if self._step_checks and not self._step_ok(obs, rewards):
+                self._explain_step(step.obs, rewards, obs)
             b[SB.REWARDS][t] = clipper(rewards) if clipper is not None else rewards
             if self._recurrent:
                 self._prev_actions[:] = actions
                 self._prev_rewards[:] = b[SB.REWARDS][t]
             b[SB.TERMINATEDS][t] = step.terminateds
             b[SB.DONES][t] = step.ends
-            next_obs = self._filter(step.obs)
+            next_obs = self.filter.apply_batch(obs)
             b[SB.NEXT_OBS][t] = next_obs
             self._ep_len += 1
             self._ep_ret += rewards
@@ -221,7 +369,7 @@ class SingleAgentSampler:
             if step.reset_obs:
                 for i, raw in step.reset_obs.items():
                     self._end_episode(i)
-                    next_obs[i] = self.filter(self.preprocessor.transform(raw))
+                    next_obs[i] = self.filter(self._first_obs(i, raw))
                     if self._recurrent:
                         self._reset_recurrent(i)
                     self._new_episode(i, raw)
@@ -235,6 +383,10 @@ class SingleAgentSampler:
             perf["steps"] += 1
             if stop():
                 break
+        if self._bounds_per_chunk and self._step_checks and rows:
+            b = self._buffers
+            if not (self._obs_check.ok(b[SB.OBS][:rows]) and self._obs_check.ok(b[SB.NEXT_OBS][:rows])):
+                self._explain_chunk(rows)
         return rows
 
     def _act_recurrent(self, explore: bool):
@@ -295,6 +447,9 @@ class SingleAgentSampler:
             )
         self._finished_steps += episode.length
         self.metrics.append(episode.to_metrics())
+        if self._detailed_checks:  # the first episode is checked: from now on, vectorised checks
+            self._detailed_checks = False
+            self._step_checks = self.settings.check_env_steps
 
     # --- chunk -> batch ------------------------------------------------------------
     def _chunk_to_batch(self, rows: int) -> SampleBatch:
@@ -303,7 +458,9 @@ class SingleAgentSampler:
         cols = {}
         for key, buf in self._buffers.items():
             part = buf[:rows]
-            cols[key] = np.ascontiguousarray(part.swapaxes(0, 1)).reshape(n * rows, *part.shape[2:])
+            # np.array copies even when the swap is already contiguous (one sub-env): a batch
+            # must never alias the buffers the next chunk overwrites.
+            cols[key] = np.array(part.swapaxes(0, 1), order="C").reshape(n * rows, *part.shape[2:])
         cols[SB.ENV_ID] = np.repeat(np.arange(n, dtype=np.int64), rows)
         dones, terms = cols[SB.DONES], cols[SB.TERMINATEDS]
         cols[SB.TRUNCATEDS] = dones & ~terms

@@ -34,6 +34,13 @@ def make_reward_clipper(clip_rewards: Any, is_atari: bool) -> Optional[RewardCli
     return lambda r: np.clip(r, float(lo), float(hi))
 
 
+def env_name(env: Any) -> Optional[str]:
+    """The `env` config value as a name: a string as is, a class by its name."""
+    if env is None or isinstance(env, str):
+        return env
+    return getattr(env, "__name__", None) or type(env).__name__
+
+
 @dataclass(frozen=True)
 class SamplerSettings:
     """The config keys a sampler reads, read once when it is built.
@@ -50,6 +57,10 @@ class SamplerSettings:
         count_agent_steps: `multiagent.count_steps_by == "agent_steps"`.
         observation_fn: `multiagent.observation_fn`.
         episode_id_base: added to episode counters so ids are unique across workers.
+        env_id: the `env` config value as a name (for errors that say where they happened).
+        worker_index: the owning worker's index (0: the trainer's own worker).
+        check_env_steps: not `disable_env_checking`: check every step's observations and
+            rewards after the first episode too (see `rlfleet.env.checks`).
     """
 
     fragment_length: int
@@ -64,6 +75,9 @@ class SamplerSettings:
     count_agent_steps: bool
     observation_fn: Optional[Callable]
     episode_id_base: int
+    env_id: Optional[str] = None
+    worker_index: int = 0
+    check_env_steps: bool = True
 
     @classmethod
     def from_config(cls, config: dict, *, is_atari: bool = False, worker_index: int = 0) -> "SamplerSettings":
@@ -81,6 +95,9 @@ class SamplerSettings:
             count_agent_steps=ma.get("count_steps_by", "env_steps") == "agent_steps",
             observation_fn=ma.get("observation_fn"),
             episode_id_base=int(worker_index) << 40,
+            env_id=env_name(config.get("env")),
+            worker_index=int(worker_index),
+            check_env_steps=not config.get("disable_env_checking", False),
         )
 
 

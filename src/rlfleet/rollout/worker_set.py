@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 # Module-level so that Ray pickles them by reference (a lambda would be shipped per call).
 def _env_spaces(worker: RolloutWorker):
     # None where the env has no single pair of spaces (e.g. a multi-agent env).
-    return getattr(worker.env, "observation_space", None), getattr(worker.env, "action_space", None)
+    return worker.env_spaces()
 
 
 def _metrics_and_perf(worker: RolloutWorker):
@@ -35,6 +35,20 @@ def _metrics_and_perf(worker: RolloutWorker):
 
 def _noop(worker: RolloutWorker) -> None:
     return None
+
+
+def _sample(worker: RolloutWorker) -> SampleBatch:
+    return worker.sample()
+
+
+def _sample_into(worker: RolloutWorker, process: Callable[[RolloutWorker, Any], Any], actors: List[Any],
+                 method: str) -> Tuple[int, int]:
+    batch = worker.sample()
+    # Each worker takes the actors in turn, starting at its own index (spreads the load).
+    turn = getattr(worker, "_sink_turn", worker.worker_index)
+    worker._sink_turn = turn + 1
+    getattr(actors[turn % len(actors)], method).remote(process(worker, batch))
+    return batch.env_steps(), batch.agent_steps()
 
 
 def _health_probe(worker: RolloutWorker) -> int:
@@ -96,6 +110,8 @@ class WorkerSet:
         self._remote_cls = None
         self._ray = None
         self._pending_metrics: List[Any] = []
+        # Asynchronous requests in flight: object ref -> (actor key, worker index).
+        self._in_flight: Dict[Any, Tuple[Any, int]] = {}
         self._local: Optional[RolloutWorker] = None
         # add_policy / remove_policy calls, in order, replayed on workers started later.
         self._policy_changes: List[Tuple[str, Dict[str, Any]]] = []
@@ -122,7 +138,7 @@ class WorkerSet:
                         local_config = trainer_config
             self._local = RolloutWorker(
                 env_creator=local_env_creator, policy_class=policy_class, config=local_config,
-                worker_index=0, num_workers=num_workers,
+                worker_index=0, num_workers=num_workers, log_dir=logdir,
             )
         except BaseException:
             for handle in self._remote:  # do not leave actors behind
@@ -158,6 +174,10 @@ class WorkerSet:
         if self._remote:
             out += self._ray.get([w.apply.remote(fn, i) for w, i in zip(self._remote, self._remote_index)])
         return out
+
+    def foreach_env_with_context(self, fn: Callable[[Any, Any], Any]) -> list:
+        """`fn(sub_env, env_context)` for every sub-env of every worker; one list per worker."""
+        return self.foreach_worker(lambda worker: worker.foreach_env_with_context(fn))
 
     def foreach_policy(self, fn: Callable) -> list:
         """`fn(policy, policy_id)` for every policy of every worker, flattened."""
@@ -199,6 +219,124 @@ class WorkerSet:
         shares = [num_episodes // n + (i < num_episodes % n) for i in range(n)]
         refs = [w.apply.remote(_episodes_only, k) for w, k in zip(self._remote, shares) if k > 0]
         return [episode for episodes in self._ray.get(refs) for episode in episodes]
+
+    # --- asynchronous requests (IMPALA, APPO, A3C) -------------------------------------
+    def submit_async(self, fn: Callable[..., Any], *args: Any, max_in_flight: int = 1) -> List[int]:
+        """Asks each remote worker with fewer than `max_in_flight` requests pending to run
+        `fn(worker, *args)`, and returns the worker index of each request sent. The answers come back
+        through `ready_results()`, in the order they finish. A worker runs its requests one
+        after the other, so weights pushed before a request are in use when it runs."""
+        self._forget_removed_requests()
+        pending: Dict[Any, int] = {}
+        for key, _ in self._in_flight.values():
+            pending[key] = pending.get(key, 0) + 1
+        sent: List[int] = []
+        for handle, index in zip(self._remote, self._remote_index):
+            key = _actor_key(handle)
+            for _ in range(int(max_in_flight) - pending.get(key, 0)):
+                self._in_flight[handle.apply.remote(fn, *args)] = (key, index)
+                sent.append(index)
+        return sent
+
+    def sample_async_requests(self, max_in_flight: int = 1) -> List[int]:
+        """`submit_async` of one `sample()` per free slot: keeps up to `max_in_flight`
+        sample requests pending on every remote worker."""
+        return self.submit_async(_sample, max_in_flight=max_in_flight)
+
+    def ready_results(self, timeout_s: Optional[float] = None) -> List[Tuple[int, Any]]:
+        """`(worker_index, answer)` for every request of `submit_async` that has finished,
+        waiting up to `timeout_s` (None: forever) for the first one when none has.
+
+        Raises:
+            ray.exceptions.RayError: a worker died or raised (its request is dropped; the
+                trainer's fault tolerance takes over, see `rlfleet.fault_tolerance`).
+        """
+        self._forget_removed_requests()
+        refs = list(self._in_flight)
+        if not refs:
+            return []
+        ray = self._ray
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout_s)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        out = []
+        for ref in ready:
+            _, index = self._in_flight.pop(ref)
+            out.append((index, ray.get(ref)))
+        return out
+
+    # The name the sampling loops read best with.
+    ready_batches = ready_results
+
+    def num_in_flight(self) -> int:
+        """Requests of `submit_async` sent and not yet returned by `ready_results`."""
+        self._forget_removed_requests()
+        return len(self._in_flight)
+
+    def _forget_removed_requests(self) -> None:
+        live = {_actor_key(h) for h in self._remote}
+        for ref in [r for r, (key, _) in self._in_flight.items() if key not in live]:
+            del self._in_flight[ref]
+
+    def push_weights(self, worker_indices: Sequence[int], weights: Any, global_vars: Optional[dict] = None) -> None:
+        """Sends `weights` (`local_worker().get_weights()`, or a handle from `put_weights`)
+        to the remote workers `worker_indices` only; not awaited (each worker applies them
+        before its next request)."""
+        targets = set(int(i) for i in worker_indices)
+        for handle, index in zip(self._remote, self._remote_index):
+            if index in targets:
+                handle.set_weights.remote(weights, global_vars)
+
+    def put_weights(self, weights: Dict[str, dict]) -> Any:
+        """`weights` in the object store once, for several `push_weights` calls."""
+        return self._ray.put(weights) if self._remote else weights
+
+    # --- helper actors (e.g. Ape-X replay shards) ---------------------------------------
+    def sample_async_into(self, process: Callable[[RolloutWorker, Any], Any], actors: Sequence[Any],
+                          method: str, max_in_flight: int = 1) -> List[int]:
+        """`submit_async` of one `sample()` per free slot whose batch goes straight from the
+        worker to one of `actors` (taken in turn per worker): the worker calls
+        `actor.<method>(process(worker, batch))` and answers `(env_steps, agent_steps)`
+        through `ready_results()`."""
+        return self.submit_async(_sample_into, process, list(actors), method, max_in_flight=max_in_flight)
+
+    def start_actors(self, cls: type, actor_args: Sequence[tuple], *, num_cpus: float = 0.0,
+                     resources: Optional[Dict[str, float]] = None) -> List[Any]:
+        """Starts one Ray actor of class `cls` per tuple of constructor arguments in
+        `actor_args` (started Ray first if this set has no remote workers) and returns their
+        handles; they live until `kill_actors`."""
+        if self._ray is None:
+            self._ray = init_ray(num_cpus=max(1.0, _cpus_wanted(self.config, self._num_workers)))
+        remote_cls = self._ray.remote(cls)
+        options: Dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": 0}
+        if resources:
+            options["resources"] = dict(resources)
+        return [remote_cls.options(**options).remote(*args) for args in actor_args]
+
+    def call_actor(self, handle: Any, method: str, *args: Any) -> Any:
+        """Calls `handle.<method>(*args)` on an actor of `start_actors`; returns its future
+        (see `wait_futures`, `get_futures`), which may be dropped for a call not awaited."""
+        return getattr(handle, method).remote(*args)
+
+    def wait_futures(self, futures: Sequence[Any], timeout_s: Optional[float] = 0.0) -> Tuple[List[Any], List[Any]]:
+        """`(ready, pending)` of `futures` after waiting up to `timeout_s` for all of them."""
+        futures = list(futures)
+        if not futures:
+            return [], []
+        return self._ray.wait(futures, num_returns=len(futures), timeout=timeout_s)
+
+    def get_futures(self, futures: Sequence[Any]) -> List[Any]:
+        """The values of `futures` (waits for them)."""
+        return self._ray.get(list(futures))
+
+    def kill_actors(self, handles: Sequence[Any]) -> None:
+        """Ends the actors of `start_actors` (ones already gone are skipped)."""
+        for handle in handles:
+            try:
+                self._ray.kill(handle)
+            except Exception:  # already gone
+                pass
 
     # --- policies at run time ---------------------------------------------------------
     def add_policy(self, **kwargs: Any) -> None:
@@ -264,19 +402,27 @@ class WorkerSet:
             ref = self._ray.put(copies)
             self._ray.get([w.sync_filters.remote(ref) for w in self._remote])
 
-    def collect_metrics(self, timeout_s: Optional[float] = None) -> Tuple[List[RolloutMetrics], List[Dict[str, float]]]:
-        """Finished episodes and sampler perf stats of every worker since the last call.
+    def collect_metrics(self, timeout_s: Optional[float] = None, selected_workers: Optional[List[Any]] = None
+                        ) -> Tuple[List[RolloutMetrics], List[Dict[str, float]]]:
+        """Finished episodes and sampler perf stats of every worker (or of the remote
+        workers `selected_workers` alone) since the last call.
 
         Remote answers that take longer than `timeout_s` are kept and counted next time
         (`collect_metrics_timeout`).
         """
+        if selected_workers is not None:
+            return self._remote_metrics([w for w in self._remote if w in selected_workers], timeout_s, [], [])
         episodes = list(self._local.get_metrics())
         # With remote workers the local worker does not sample (even with an env on the
         # driver), so its zeros would only dilute the averages.
         perfs = [self._local.perf_stats()] if self._local.sampler is not None and not self._remote else []
         if not self._remote and not self._pending_metrics:
             return episodes, perfs
-        refs = self._pending_metrics + [w.apply.remote(_metrics_and_perf) for w in self._remote]
+        return self._remote_metrics(self._remote, timeout_s, episodes, perfs)
+
+    def _remote_metrics(self, workers: List[Any], timeout_s: Optional[float], episodes: List[RolloutMetrics],
+                        perfs: List[Dict[str, float]]) -> Tuple[List[RolloutMetrics], List[Dict[str, float]]]:
+        refs = self._pending_metrics + [w.apply.remote(_metrics_and_perf) for w in workers]
         self._pending_metrics = []
         ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         ready_set = set(ready)
@@ -321,7 +467,7 @@ class WorkerSet:
         new = [
             self._remote_cls.options(**options).remote(
                 env_creator=self._env_creator, policy_class=self._policy_class, config=config_ref,
-                worker_index=i, num_workers=self._num_workers,
+                worker_index=i, num_workers=self._num_workers, log_dir=self.logdir,
             )
             for i in indices
         ]
@@ -410,7 +556,11 @@ class WorkerSet:
         return mapping_fn
 
     def stop(self) -> None:
-        """Stops the local worker and every remote worker (and their remote envs)."""
+        """Stops the local worker and every remote worker (and their remote envs); calling
+        it again does nothing."""
+        if getattr(self, "_stopped", False):
+            return
+        self._stopped = True
         if self._local is not None:
             self._local.stop()
         if not self._remote:

@@ -6,12 +6,22 @@ are recorded by their parameters (`{"__space__": {...}}`). A value that has neit
 (a lambda, a class defined in `__main__` or inside a function, an arbitrary object) is
 recorded as `{"__unserializable__": repr}`: decoding it fails with the key's path, unless
 the caller supplies a replacement.
+
+Importing a module runs its code, so a recorded name is imported only from a module the
+process trusts (`ImportTrust`): rlfleet and gymnasium, modules named by the caller
+(`trusted_modules`), and modules of the user's own code that are already imported (no code
+runs for those). `find_untrusted` lists, before anything is imported, every recorded name
+that falls outside that rule.
 """
 from __future__ import annotations
 
 import importlib
+import os
+import site
+import sys
+import sysconfig
 import types
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,6 +35,16 @@ class DecodeError(ValueError):
     def __init__(self, path: str, message: str):
         super().__init__(message)
         self.path = path
+
+
+class UntrustedImportError(DecodeError):
+    """A recorded name whose module is not trusted (`ImportTrust`); nothing was imported."""
+
+    def __init__(self, path: str, name: str, module: str):
+        super().__init__(path, f"config key '{path}' records {name!r}, from module {module!r}, which is not "
+                               "trusted: it was not imported (importing a module runs its code)")
+        self.name = name
+        self.module = module
 
 
 def qualified_name(obj: Any) -> Optional[str]:
@@ -45,6 +65,104 @@ def _import_name(module: str, qualname: str) -> Any:
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+# --- trust: which modules a recorded name may be imported from -------------------
+ALWAYS_TRUSTED = ("rlfleet", "gymnasium")
+
+
+def _within(module: str, packages: Iterable[str]) -> bool:
+    """Whether `module` is one of `packages` or inside one (a dot boundary: "rlfleet_x" is
+    not inside "rlfleet")."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _installed_roots() -> Tuple[str, ...]:
+    """Folders of the Python installation: the standard library and site-packages."""
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    try:
+        roots.update(site.getsitepackages())
+        roots.add(site.getusersitepackages())
+    except AttributeError:  # pragma: no cover - some embedded interpreters lack these
+        pass
+    return tuple(sorted(os.path.realpath(r) for r in roots if r))
+
+
+def is_imported_user_module(module: str) -> bool:
+    """Whether `module` is already imported (so resolving a name in it runs no code) and is
+    the user's own code: not the standard library, not an installed package (those take an
+    explicit trust: a function of any installed library could be named)."""
+    mod = sys.modules.get(module)
+    if mod is None or module == "__main__":
+        return False
+    top = module.split(".")[0]
+    if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names:
+        return False
+    file = getattr(mod, "__file__", None)
+    if not file:  # a namespace package or a module built in memory by the user's code
+        return True
+    real = os.path.realpath(file)
+    return not any(real == r or real.startswith(r + os.sep) for r in _installed_roots())
+
+
+class ImportTrust:
+    """Which modules recorded names (checkpoints, exported metadata) may be imported from.
+
+    Trusted: rlfleet and gymnasium (with their sub-modules), the modules (packages) named
+    in `trusted_modules`, and modules of the user's own code that are already imported
+    (`is_imported_user_module`). Anything else is never imported.
+
+    Args:
+        trusted_modules: module or package names to trust in addition, e.g. `["mypkg"]`
+            (trusts `mypkg` and `mypkg.*`, not `mypkg_other`).
+        where: how the caller names the argument in error messages.
+    """
+
+    def __init__(self, trusted_modules: Optional[Iterable[str]] = None, *, where: str = "trusted_modules"):
+        if trusted_modules is None:
+            names: Sequence[Any] = ()
+        elif isinstance(trusted_modules, str):
+            names = (trusted_modules,)
+        else:
+            try:
+                names = tuple(trusted_modules)
+            except TypeError:
+                raise ValueError(f"{where}: expected a list of module names, e.g. ['mypkg'], got "
+                                 f"{trusted_modules!r}") from None
+        for name in names:
+            if not isinstance(name, str) or not name or not all(p.isidentifier() for p in name.split(".")):
+                raise ValueError(f"{where}: {name!r} is not a module name (dotted Python identifiers, e.g. "
+                                 "'mypkg' or 'mypkg.envs')")
+        self.trusted_modules: Tuple[str, ...] = tuple(names)
+
+    def allows(self, module: str) -> bool:
+        """Whether a name recorded in `module` may be imported."""
+        if not isinstance(module, str) or not module or module == "builtins":
+            return False
+        return _within(module, ALWAYS_TRUSTED + self.trusted_modules) or is_imported_user_module(module)
+
+    def importer(self) -> Callable[[str, str], Any]:
+        """An `importer` for `decode` that imports only from trusted modules."""
+
+        def guarded(name: str, path: str) -> Any:
+            module = str(name).partition(":")[0]
+            if not self.allows(module):
+                raise UntrustedImportError(path, str(name), module)
+            return import_callable(name, path)
+
+        return guarded
+
+    def __repr__(self) -> str:
+        return f"ImportTrust(trusted_modules={list(self.trusted_modules)})"
+
+
+class Untrusted(NamedTuple):
+    """A recorded name `find_untrusted` refused: its config key path, the name, its module."""
+
+    path: str
+    name: str
+    module: str
 
 
 # --- spaces ----------------------------------------------------------------------
@@ -206,4 +324,48 @@ def decode(value: Any, override: Any = _MISSING, path: str = "",
     return value
 
 
-__all__ = ["encode", "decode", "DecodeError", "encode_space", "decode_space", "qualified_name", "import_callable"]
+def find_untrusted(value: Any, trust: ImportTrust, override: Any = _MISSING,
+                   string_module: Optional[Callable[[Tuple[str, ...], str], Optional[str]]] = None
+                   ) -> List[Untrusted]:
+    """Every name in the `encode`d `value` that `decode(value, override)` would import from
+    a module `trust` does not allow; imports nothing.
+
+    Args:
+        value: the recorded (encoded) tree.
+        trust: the trust rule.
+        override: as for `decode`: overridden parts are the caller's own and not checked.
+        string_module: `(keys, text) -> module` for plain strings that a consumer of the
+            decoded value imports by name (e.g. `env: "pkg.mod:Env"`); None: not imported.
+    """
+    found: List[Untrusted] = []
+
+    def walk(v: Any, ov: Any, keys: Tuple[str, ...], path: str) -> None:
+        if ov is not _MISSING and not (isinstance(ov, Mapping) and isinstance(v, dict) and not _is_marker(v)):
+            return
+        if isinstance(v, dict):
+            if CALLABLE in v:
+                name = str(v[CALLABLE])
+                module = name.partition(":")[0]
+                if not trust.allows(module):
+                    found.append(Untrusted(path, name, module))
+                return
+            if _is_marker(v):
+                return
+            sub = ov if isinstance(ov, Mapping) else {}
+            for k, x in v.items():
+                walk(x, sub.get(k, _MISSING), keys + (k,), f"{path}.{k}" if path else k)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, _MISSING, keys + (str(i),), f"{path}[{i}]")
+        elif isinstance(v, str) and string_module is not None:
+            module = string_module(keys, v)
+            if module is not None and not trust.allows(module):
+                found.append(Untrusted(path, v, module))
+
+    walk(value, override, (), "")
+    return found
+
+
+__all__ = ["encode", "decode", "DecodeError", "encode_space", "decode_space", "qualified_name", "import_callable",
+           "ImportTrust", "UntrustedImportError", "Untrusted", "find_untrusted", "is_imported_user_module",
+           "ALWAYS_TRUSTED"]

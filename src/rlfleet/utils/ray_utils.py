@@ -72,7 +72,12 @@ def started_here() -> bool:
 
 
 def is_worker_failure(error: BaseException) -> bool:
-    """Whether `error` comes from a remote worker (its process died, or it raised)."""
+    """Whether `error` comes from a remote worker (its process died, or it raised).
+
+    An env that raises (or breaks its contract) in a remote worker arrives as a
+    `RayTaskError` around the sampler's `rlfleet.env.EnvError`, so it counts; that
+    worker's sampler then refuses to sample, so the health check drops or recreates it.
+    """
     ray = sys.modules.get("ray")
     if ray is None:
         return False

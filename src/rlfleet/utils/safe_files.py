@@ -24,6 +24,12 @@ class CheckpointError(ValueError):
     """A checkpoint or exported-weights file that cannot be loaded; says which file and why."""
 
 
+class CheckpointSaveError(OSError):
+    """A save that failed with an OSError while writing (e.g. a full disk): says which folder
+    and why. The previous checkpoints are intact and the save's partial files are removed;
+    the original error is chained (`__cause__`) and its `errno` kept."""
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -233,14 +239,20 @@ def publish_folder(tmp: str, target: str) -> None:
     if os.path.exists(target):
         old = temp_sibling(target, "old")
         os.rename(target, old)
-    os.rename(tmp, target)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        if old is not None:  # put the previous folder back
+            os.rename(old, target)
+        raise
     fsync_dir(parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
 
 __all__ = [
-    "CheckpointError", "sha256_hex", "fsync_dir", "write_synced", "write_safetensors_synced", "json_bytes",
+    "CheckpointError", "CheckpointSaveError", "sha256_hex", "fsync_dir", "write_synced", "write_safetensors_synced",
+    "json_bytes",
     "safetensors_bytes", "parse_safetensors", "parse_json", "safe_join", "read_verified", "read_small_json",
     "temp_sibling", "clean_stale", "publish_folder", "check_weights_fit", "write_file_atomic",
 ]

@@ -110,7 +110,8 @@ def schedule_from_spec(spec, key: str = "schedule") -> Schedule:
     if isinstance(spec, dict):
         kwargs = dict(spec)
         kind = kwargs.pop("type", None)
-        cls = kind if isinstance(kind, type) and issubclass(kind, Schedule) else _SCHEDULES.get(kind)
+        cls = (kind if isinstance(kind, type) and issubclass(kind, Schedule)
+               else _SCHEDULES.get(kind) if isinstance(kind, str) else None)
         if cls is None:
             raise ValueError(f"`{key}`: schedule type {kind!r} is unknown; use one of {sorted(_SCHEDULES)}")
         try:

@@ -8,7 +8,7 @@ from typing import List
 from rlfleet.algorithms.ddpg.ddpg_policy import DDPGTorchPolicy
 from rlfleet.algorithms.off_policy import OffPolicyTrainer
 from rlfleet.algorithms.replay_keys import replay_keys
-from rlfleet.config import (ConfigKey, activation, algorithm_config, int_at_least, number_above,
+from rlfleet.config import (ConfigKey, activation, algorithm_config, boolean, int_at_least, number_above,
                             number_in, optional, override, positive_int_list)
 
 K = ConfigKey
@@ -16,9 +16,9 @@ K = ConfigKey
 ALGO_KEYS: List[ConfigKey] = [
     # TD3's tricks, off for plain DDPG: clipped double Q, delayed actor updates, target
     # policy smoothing with clipped Gaussian noise.
-    K("twin_q", False, "Clipped double Q: two critics, the smaller estimate is the target (TD3)."),
+    K("twin_q", False, "Clipped double Q: two critics, the smaller estimate is the target (TD3).", boolean),
     K("policy_delay", 1, "Critic updates per actor and target update (TD3: 2).", int_at_least(1)),
-    K("smooth_target_policy", False, "Add clipped Gaussian noise to the target policy's actions (TD3)."),
+    K("smooth_target_policy", False, "Add clipped Gaussian noise to the target policy's actions (TD3).", boolean),
     K("target_noise", 0.2, "Stddev of the target policy smoothing noise.", number_in(0)),
     K("target_noise_clip", 0.5, "The smoothing noise is clipped to [-target_noise_clip, target_noise_clip].",
       number_in(0)),
@@ -43,7 +43,7 @@ ALGO_KEYS: List[ConfigKey] = [
     K("actor_lr", 1e-3, "Learning rate of the actor.", number_in(0)),
     K("tau", 0.002, "Polyak averaging per update: target <- tau * online + (1 - tau) * target.",
       number_above(0, 1)),
-    K("use_huber", False, "Huber loss instead of squared error for the critic."),
+    K("use_huber", False, "Huber loss instead of squared error for the critic.", boolean),
     K("huber_threshold", 1.0, "Where the Huber loss turns from quadratic to linear.", number_in(0)),
     K("l2_reg", 1e-6, "Weight decay (sum of squares / 2 of weight matrices) added to both losses.",
       number_in(0)),

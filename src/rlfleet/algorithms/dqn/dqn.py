@@ -9,7 +9,8 @@ from rlfleet.algorithms.dqn.dqn_policy import DQNTorchPolicy
 from rlfleet.algorithms.off_policy import OffPolicyTrainer
 from rlfleet.algorithms.replay_keys import replay_keys
 from rlfleet.config import (ConfigKey, algorithm_config, finite_number, int_at_least, number_above,
-                            number_in, optional, override, positive_int_list, with_defaults)
+                            boolean, number_in, optional, override, positive_int_list, schedule,
+                            with_defaults)
 
 K = ConfigKey
 
@@ -36,12 +37,13 @@ ALGO_KEYS: List[ConfigKey] = [
     K("num_atoms", 1, "C51: atoms of the return distribution (1: plain expected Q; > 1: C51).", int_at_least(1)),
     K("v_min", -10.0, "C51: lowest return of the distribution's support.", finite_number),
     K("v_max", 10.0, "C51: highest return of the distribution's support.", finite_number),
-    K("noisy", False, "Noisy nets: noisy linear layers in the Q heads explore through their noise."),
+    K("noisy", False, "Noisy nets: noisy linear layers in the Q heads explore through their noise.", boolean),
     K("sigma0", 0.5, "Noisy nets: initial noise scale, sigma0 / sqrt(fan_in).", number_in(0)),
-    K("dueling", True, "Dueling heads: separate state-value and advantage streams."),
+    K("dueling", True, "Dueling heads: separate state-value and advantage streams.", boolean),
     K("hiddens", [256], "Hidden layers (ReLU) of each Q head after the model's layers.", positive_int_list),
-    K("double_q", True, "Double Q-learning: the online net picks the target's action."),
-    K("lr_schedule", None, "Learning rate over timesteps: [[timestep, lr], ...]; None keeps lr."),
+    K("double_q", True, "Double Q-learning: the online net picks the target's action.", boolean),
+    K("lr_schedule", None, "Learning rate over timesteps: [[timestep, lr], ...]; None keeps lr.",
+      schedule("lr_schedule")),
 ]
 
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)

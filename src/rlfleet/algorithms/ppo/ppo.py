@@ -5,8 +5,8 @@ from typing import Any, Dict, List
 
 from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
 from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
-from rlfleet.config import (ConfigKey, algorithm_config, int_at_least, number_above, number_in,
-                            optional, override)
+from rlfleet.config import (ConfigKey, algorithm_config, boolean, int_at_least, number_above,
+                            number_in, optional, override, schedule)
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.postprocessing import standardized
 from rlfleet.trainer import Trainer
@@ -15,8 +15,8 @@ K = ConfigKey
 
 ALGO_KEYS: List[ConfigKey] = [
     # Critic and advantage estimation.
-    K("use_critic", True, "Learn a value function and bootstrap from it (needed by GAE)."),
-    K("use_gae", True, "Generalized Advantage Estimation; False: discounted returns minus the value."),
+    K("use_critic", True, "Learn a value function and bootstrap from it (needed by GAE).", boolean),
+    K("use_gae", True, "Generalized Advantage Estimation; False: discounted returns minus the value.", boolean),
     K("lambda", 1.0, "GAE's lambda: 0 is the one-step TD error, 1 the Monte-Carlo return.", number_in(0, 1)),
     # KL penalty, adapted towards kl_target after each train batch.
     K("kl_coeff", 0.2, "Initial coefficient of the KL penalty (0: no penalty).", number_in(0)),
@@ -26,13 +26,15 @@ ALGO_KEYS: List[ConfigKey] = [
     # Minibatch SGD over each train batch.
     K("sgd_minibatch_size", 128, "Steps per SGD minibatch (<= train_batch_size).", int_at_least(1)),
     K("num_sgd_iter", 30, "Passes of SGD over each train batch.", int_at_least(1)),
-    K("shuffle_sequences", True, "Shuffle the train batch (whole sequences for RNNs) before each pass."),
+    K("shuffle_sequences", True, "Shuffle the train batch (whole sequences for RNNs) before each pass.", boolean),
     override("lr", 5e-5),
-    K("lr_schedule", None, "Learning rate over timesteps: [[timestep, lr], ...]; None keeps lr."),
+    K("lr_schedule", None, "Learning rate over timesteps: [[timestep, lr], ...]; None keeps lr.",
+      schedule("lr_schedule")),
     K("vf_loss_coeff", 1.0, "Weight of the value loss in the total loss.", number_in(0)),
     override("model.vf_share_layers", False),
     K("entropy_coeff", 0.0, "Weight of the entropy bonus.", number_in(0)),
-    K("entropy_coeff_schedule", None, "entropy_coeff over timesteps: [[timestep, coeff], ...]; None keeps it."),
+    K("entropy_coeff_schedule", None, "entropy_coeff over timesteps: [[timestep, coeff], ...]; None keeps it.",
+      schedule("entropy_coeff_schedule")),
     # Surrogate clip range, and the clip on the squared value error.
     K("clip_param", 0.3, "PPO's clip range of the probability ratio: [1 - clip, 1 + clip].", number_above(0)),
     K("vf_clip_param", 10.0, "Clip on the squared value error (sensitive to the reward scale).", number_above(0)),

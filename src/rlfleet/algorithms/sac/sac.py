@@ -9,7 +9,7 @@ from typing import Any, List
 from rlfleet.algorithms.off_policy import OffPolicyTrainer
 from rlfleet.algorithms.replay_keys import replay_keys
 from rlfleet.algorithms.sac.sac_policy import SACTorchPolicy
-from rlfleet.config import (ConfigKey, InvalidValue, activation, algorithm_config, dict_value,
+from rlfleet.config import (ConfigKey, InvalidValue, activation, algorithm_config, boolean, dict_value,
                             not_available, number_above, number_in, optional, override,
                             positive_int_list)
 
@@ -31,7 +31,7 @@ def _net_keys(name: str, what: str) -> List[ConfigKey]:
 
 
 ALGO_KEYS: List[ConfigKey] = [
-    K("twin_q", True, "Clipped double Q: two Q-nets, the smaller estimate is the target."),
+    K("twin_q", True, "Clipped double Q: two Q-nets, the smaller estimate is the target.", boolean),
     *_net_keys("Q_model", "Q-networks"),
     *_net_keys("policy_model", "policy network"),
     # Reference SAC acts in [-1, 1] and lets the sampler unsquash; clipping is then moot.
@@ -56,7 +56,7 @@ ALGO_KEYS: List[ConfigKey] = [
     override("train_batch_size", 256),
     override("num_workers", 0),
     override("min_iter_time_s", 1),
-    K("_deterministic_loss", False, "Use the policy's mean instead of samples inside the loss (debugging)."),
+    K("_deterministic_loss", False, "Use the policy's mean instead of samples inside the loss (debugging).", boolean),
     K("_use_beta_distribution", False, "Beta instead of squashed Gaussian action distribution for Box actions.",
       not_available("needs a Beta action distribution", False)),
 ]

@@ -1,0 +1,32 @@
+"""APPO: IMPALA's asynchronous data flow with PPO's clipped surrogate on V-trace targets."""
+from __future__ import annotations
+
+from typing import List
+
+from rlfleet.algorithms.async_learner import ASYNC_KEYS
+from rlfleet.algorithms.appo.appo_policy import APPOTorchPolicy
+from rlfleet.algorithms.impala.impala import ALGO_KEYS as IMPALA_KEYS, ImpalaTrainer
+from rlfleet.config import ConfigKey, algorithm_config, int_at_least, number_above, number_in, with_defaults
+
+K = ConfigKey
+
+ALGO_KEYS: List[ConfigKey] = with_defaults(IMPALA_KEYS, {"replay_buffer_num_slots": 100}) + [
+    K("clip_param", 0.4, "The clip range of the probability ratio: [1 - clip, 1 + clip].", number_above(0)),
+    K("use_kl_loss", False, "Add a KL(old || new) penalty, its coefficient adapted towards kl_target."),
+    K("kl_coeff", 1.0, "Initial coefficient of the KL penalty (with use_kl_loss).", number_in(0)),
+    K("kl_target", 0.01, "KL divergence the penalty coefficient is adapted towards.", number_above(0)),
+    K("target_update_frequency", 1, "Learner updates between refreshes of the target network (the old policy).",
+      int_at_least(1)),
+]
+assert {k.name for k in ASYNC_KEYS} <= {k.name for k in ALGO_KEYS}
+
+DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
+
+
+class APPOTrainer(ImpalaTrainer):
+    """Asynchronous Proximal Policy Optimization."""
+
+    _name = "APPO"
+    _default_config = DEFAULT_CONFIG
+    _algo_keys = ALGO_KEYS
+    _policy_class = APPOTorchPolicy

@@ -1,0 +1,121 @@
+"""APPO's policy: PPO's clipped surrogate on V-trace advantages, measured against a target
+network (the "old" policy) that is refreshed every `target_update_frequency` updates."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, Tuple
+
+import numpy as np
+import torch
+
+from rlfleet.algorithms.impala.impala_policy import ImpalaTorchPolicy
+from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.policy.torch_policy import _obs_array, masked_mean, model_forward
+from rlfleet.utils.compression import decompress_columns
+
+SB = SampleBatch
+OLD_LOGP = "old_action_logp"  # log pi_old(a|x) under the target network
+OLD_DIST_INPUTS = "old_action_dist_inputs"
+
+
+def appo_surrogate_loss(policy: "APPOTorchPolicy", model, dist_class, batch: Dict[str, torch.Tensor]
+                        ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    """-mean(min(r A, clip(r, 1 - c, 1 + c) A)) + vf_loss_coeff * 0.5 * mean((V - vs)^2)
+    - entropy_coeff * mean(entropy) [+ kl_coeff * KL(old || new)].
+
+    r = pi / pi_old is estimated as clamp(mu / pi_old, 0, 2) * pi / mu, mu being the
+    behaviour policy that sampled (as the reference), A and vs V-trace's.
+    """
+    cfg = policy.config
+    logits, _ = model_forward(model, batch)
+    reduce_mean = masked_mean(batch)
+    dist = dist_class(logits, model)
+    logp = dist.logp(batch[SB.ACTIONS])
+    behaviour_logp = batch[SB.ACTION_LOGP]
+    is_ratio = torch.clamp(torch.exp(behaviour_logp - batch[OLD_LOGP]), 0.0, 2.0)
+    ratio = is_ratio * torch.exp(logp - behaviour_logp)
+    adv = batch[SB.ADVANTAGES]
+    clip = cfg["clip_param"]
+    surrogate = torch.min(adv * ratio, adv * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
+    policy_loss = -reduce_mean(surrogate)
+    vf_loss = 0.5 * reduce_mean(torch.pow(model.value_function() - batch[SB.VALUE_TARGETS], 2.0))
+    entropy = reduce_mean(dist.entropy())
+    kl = reduce_mean(dist_class(batch[OLD_DIST_INPUTS], model).kl(dist))
+    total = policy_loss + cfg["vf_loss_coeff"] * vf_loss - policy.entropy_coeff * entropy
+    if cfg["use_kl_loss"]:
+        total = total + policy.kl_coeff * kl
+    total = model.custom_loss(total, batch)
+    return total, {"total_loss": total.detach(), "policy_loss": policy_loss.detach(), "vf_loss": vf_loss.detach(),
+                   "entropy": entropy.detach(), "kl": kl.detach()}
+
+
+class APPOTorchPolicy(ImpalaTorchPolicy):
+    """IMPALA's policy with a target network and the clipped surrogate loss."""
+
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, OLD_LOGP, OLD_DIST_INPUTS)
+
+    def __init__(self, observation_space, action_space, config, **kwargs):
+        super().__init__(observation_space, action_space, config, **kwargs)
+        self.target_model = copy.deepcopy(self.model)
+        self.target_model.requires_grad_(False)
+        self.kl_coeff = float(config["kl_coeff"])
+        self.updates_since_target = 0
+
+    def update_target(self) -> None:
+        """The target network (the "old" policy) takes the current weights."""
+        self.target_model.load_state_dict(self.model.state_dict())
+        self.updates_since_target = 0
+
+    def vtrace_target_logits(self, obs, current_logits):
+        logits, _ = model_forward(self.target_model, {SB.OBS: obs})
+        return logits
+
+    def on_vtrace(self, samples, target_logits, target_logp):
+        samples[OLD_DIST_INPUTS] = target_logits.cpu().numpy()
+        samples[OLD_LOGP] = target_logp.cpu().numpy()
+
+    def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
+        if self.config["vtrace"]:
+            samples = self.with_vtrace_targets(samples)
+        else:  # advantages from the workers; the old policy from the target network
+            samples = SampleBatch(decompress_columns(samples, [SB.OBS]))
+            with torch.no_grad():
+                logits, _ = model_forward(self.target_model, {SB.OBS: torch.as_tensor(_obs_array(samples[SB.OBS]))})
+                logp = self.dist_class(logits, self.target_model).logp(torch.as_tensor(samples[SB.ACTIONS]))
+            self.on_vtrace(samples, logits, logp)
+        result = super(ImpalaTorchPolicy, self).learn_on_batch(samples)
+        stats = result["learner_stats"]
+        if self.config["use_kl_loss"]:
+            stats["kl_coeff"] = self.kl_coeff
+            self.update_kl(stats["kl"])
+        self.updates_since_target += 1
+        if self.updates_since_target >= self.config["target_update_frequency"]:
+            self.update_target()
+        return result
+
+    def update_kl(self, sampled_kl: float) -> float:
+        """As PPO's adaptive KL coefficient."""
+        if sampled_kl > 2.0 * self.config["kl_target"]:
+            self.kl_coeff *= 1.5
+        elif sampled_kl < 0.5 * self.config["kl_target"]:
+            self.kl_coeff *= 0.5
+        return self.kl_coeff
+
+    def loss(self, model, dist_class, train_batch):
+        return appo_surrogate_loss(self, model, dist_class, train_batch)
+
+    def get_state(self):
+        state = super().get_state()
+        state["kl_coeff"] = float(self.kl_coeff)
+        state["target_weights"] = {k: v.detach().cpu().numpy().copy()
+                                   for k, v in self.target_model.state_dict().items()}
+        return state
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.kl_coeff = float(state.get("kl_coeff", self.kl_coeff))
+        target = state.get("target_weights")
+        if target is not None:
+            self.target_model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in target.items()})
+        else:
+            self.update_target()

@@ -1,0 +1,175 @@
+"""CQL's policy: SAC's networks with a conservative critic (Kumar et al. 2020,
+"Conservative Q-Learning for Offline Reinforcement Learning", the CQL(H) variant).
+
+The critic's Bellman error gets a penalty that pushes Q down on actions the data does not
+hold (a soft maximum over random and policy actions) and up on the logged actions; the
+actor is cloned from the data for its first `bc_iters` updates, then trained as SAC's."""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlfleet.algorithms.sac.sac_model import SACModel
+from rlfleet.algorithms.sac.sac_policy import SACTorchPolicy, frozen
+from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
+from rlfleet.utils.spaces import policy_action_bounds
+
+SB = SampleBatch
+
+
+def _repeat(x: torch.Tensor, n: int) -> torch.Tensor:
+    """`[B, ...]` -> `[B * n, ...]`, each row repeated n times in place (row-major)."""
+    return x.repeat_interleave(n, dim=0)
+
+
+def conservative_gap(q_ood: torch.Tensor, q_data: torch.Tensor, temperature: float) -> torch.Tensor:
+    """temperature * mean_s logsumexp_j(q_ood[s, j] / temperature) - mean_s q_data[s]: how far
+    the soft maximum of Q over sampled actions lies above Q of the logged actions.
+
+    Args:
+        q_ood: `[B, K]` Q-values of the sampled actions, each already minus its log-density
+            (importance correction of the sampling distribution).
+        q_data: `[B]` Q-values of the logged actions.
+        temperature: the logsumexp temperature.
+    """
+    return temperature * torch.logsumexp(q_ood / temperature, dim=1).mean() - q_data.mean()
+
+
+def cql_losses(policy: "CQLTorchPolicy", model: SACModel, dist_class, batch: Dict[str, torch.Tensor]
+               ) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
+    """CQL's losses on one batch of logged transitions.
+
+    critic: SAC's 0.5 * E[(Q_i(s, a) - y)^2] per Q-net with y = r + gamma^n * (1 - terminated)
+        * min_i Q'_i(s', a'), a' ~ pi(.|s') (no entropy term in the target, as the reference's
+        CQL), plus per Q-net min_q_weight * gap_i (times alpha' and minus lagrangian_thresh
+        with `lagrangian`), gap_i = `conservative_gap` over `num_actions` uniform actions
+        (minus log of their density), `num_actions` actions of pi(.|s) and of pi(.|s')
+        (minus their log-probabilities), all evaluated at s;
+    actor: for the first `bc_iters` updates E[alpha * log pi(a~|s) - log pi(a|s)] (behaviour
+        cloning of the logged action a), then SAC's E[alpha * log pi(a~|s) - min_i Q_i(s, a~)];
+    alpha: SAC's entropy-temperature loss;
+    alpha_prime (with `lagrangian`): -alpha' * mean_i(min_q_weight * gap_i - lagrangian_thresh),
+        so alpha' grows while the gap exceeds the threshold and shrinks below it.
+
+    Returns:
+        `({"critic", "actor", "alpha"[, "alpha_prime"]: loss}, stats)`.
+    """
+    cfg = policy.config
+    gen = policy.generator
+    n_act = int(cfg["num_actions"])
+    temp = float(cfg["temperature"])
+    obs, next_obs, actions = batch[SB.OBS], batch[SB.NEXT_OBS], batch[SB.ACTIONS].float()
+    rewards = batch[SB.REWARDS].float()
+    discounts = cfg["gamma"] ** batch[N_STEPS].float() * (1.0 - batch[SB.TERMINATEDS].float())
+    weights = batch[PRIO_WEIGHTS].float()
+    alpha = torch.exp(model.log_alpha)
+    q_nets = [model.q_net] + ([model.twin_q_net] if model.twin_q_net is not None else [])
+    bsz = obs.shape[0]
+
+    # === actor and alpha ===
+    dist_t = dist_class(model.policy_inputs(obs), model)
+    a_t, logp_t = dist_t.sample_logp(gen)
+    bc_phase = policy.num_grad_updates < cfg["bc_iters"]
+    if bc_phase:
+        actor_loss = (alpha.detach() * logp_t - dist_t.logp(actions)).mean()
+    else:
+        with frozen(model.q_parameters()):
+            q_pi = torch.min(torch.stack([model.q(net, obs, a_t) for net in q_nets]), dim=0).values
+        actor_loss = (alpha.detach() * logp_t - q_pi).mean()
+    alpha_loss = -(model.log_alpha * (logp_t + policy.target_entropy).detach()).mean()
+
+    # === Bellman target (no entropy bonus) ===
+    with torch.no_grad():
+        dist_tp1 = dist_class(model.policy_inputs(next_obs), model)
+        a_tp1, _ = dist_tp1.sample_logp(gen)
+        q_tp1 = model.q(model.target_q_net, next_obs, a_tp1)
+        if model.twin_q_net is not None:
+            q_tp1 = torch.min(q_tp1, model.q(model.target_twin_q_net, next_obs, a_tp1))
+        target = rewards + discounts * q_tp1
+
+        # === out-of-distribution actions: uniform, pi(.|s), pi(.|s'), num_actions each, all at s ===
+        low, high = policy.action_low, policy.action_high
+        act_dim = low.shape[0]
+        a_rand = low + (high - low) * torch.rand((bsz * n_act, act_dim), generator=gen)
+        obs_rep = _repeat(obs, n_act)
+        a_curr, logp_curr = dist_class(model.policy_inputs(obs_rep), model).sample_logp(gen)
+        a_next, logp_next = dist_class(model.policy_inputs(_repeat(next_obs, n_act)), model).sample_logp(gen)
+        log_density_rand = -torch.log(high - low).sum()
+
+    alpha_prime = None
+    if cfg["lagrangian"]:
+        alpha_prime = torch.clamp(torch.exp(model.log_alpha_prime), 0.0, 1e6)
+    critic_loss = 0.0
+    gaps, td_errors, q_data_means = [], [], []
+    for net in q_nets:
+        q_data = model.q(net, obs, actions)
+        td = q_data - target
+        critic_loss = critic_loss + 0.5 * (weights * td.pow(2)).mean()
+        td_errors.append(td.abs())
+        q_ood = torch.cat([
+            model.q(net, obs_rep, a_rand).view(bsz, n_act) - log_density_rand,
+            model.q(net, obs_rep, a_next).view(bsz, n_act) - logp_next.view(bsz, n_act),
+            model.q(net, obs_rep, a_curr).view(bsz, n_act) - logp_curr.view(bsz, n_act),
+        ], dim=1)
+        gap = cfg["min_q_weight"] * conservative_gap(q_ood, q_data, temp)
+        gaps.append(gap)
+        q_data_means.append(q_data.mean())
+        if alpha_prime is not None:
+            critic_loss = critic_loss + alpha_prime.detach() * (gap - cfg["lagrangian_thresh"])
+        else:
+            critic_loss = critic_loss + gap
+    penalty = torch.stack(gaps).mean()
+    td_error = torch.stack(td_errors).mean(0)
+
+    losses = {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss}
+    stats = {
+        "critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha_loss": alpha_loss.detach(),
+        "alpha_value": alpha.detach(), "cql_penalty": penalty.detach(), "bc_phase": torch.tensor(float(bc_phase)),
+        "policy_entropy": -logp_t.mean().detach(), "mean_q": q_data_means[0].detach(),
+        "mean_td_error": td_error.mean().detach(), "td_error": td_error.detach(),
+    }
+    if alpha_prime is not None:
+        # Dual ascent on alpha': its loss's gradient is -(penalty - thresh).
+        losses["alpha_prime"] = -alpha_prime * (penalty.detach() - cfg["lagrangian_thresh"])
+        stats.update(alpha_prime_value=alpha_prime.detach(), alpha_prime_loss=losses["alpha_prime"].detach())
+    return losses, stats
+
+
+class CQLTorchPolicy(SACTorchPolicy):
+    """SAC's policy with CQL's losses (continuous actions); with `lagrangian`, a fourth
+    optimizer tunes alpha' (kept in the model as `log_alpha_prime`, so it syncs and
+    checkpoints with the weights)."""
+
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
+
+    def __init__(self, observation_space, action_space, config, **kwargs):
+        if not isinstance(action_space, gym.spaces.Box):
+            raise ValueError(f"CQL supports Box action spaces only, got {action_space}; for discrete actions "
+                             "use DQN, or BC / MARWIL on offline data")
+        super().__init__(observation_space, action_space, config, **kwargs)
+        low, high = policy_action_bounds(action_space, config["normalize_actions"])
+        self.action_low = torch.as_tensor(np.asarray(low, np.float32).reshape(-1))
+        self.action_high = torch.as_tensor(np.asarray(high, np.float32).reshape(-1))
+
+    def make_model_and_action_dist(self):
+        dist_class, model = super().make_model_and_action_dist()
+        if self.config["lagrangian"]:
+            model.log_alpha_prime = nn.Parameter(torch.zeros((), dtype=torch.float32))  # alpha' starts at 1
+        return dist_class, model
+
+    def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        optimizers = super().make_optimizers()
+        if self.config["lagrangian"]:
+            # The reference steps alpha' with the critic's learning rate.
+            optimizers["alpha_prime"] = self.make_adam([self.model.log_alpha_prime],
+                                                       lr=self.config["optimization"]["critic_learning_rate"],
+                                                       eps=1e-7)
+        return optimizers
+
+    def loss(self, model, dist_class, train_batch):
+        return cql_losses(self, model, dist_class, train_batch)

@@ -1,0 +1,46 @@
+"""IMPALA: workers sample without pause, a learner thread learns on V-trace-corrected
+train batches from a queue (the data flow: `rlfleet.algorithms.async_learner`)."""
+from __future__ import annotations
+
+from typing import List
+
+from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS
+from rlfleet.algorithms.async_learner import ASYNC_KEYS, AsyncSamplingTrainer
+from rlfleet.algorithms.impala.impala_policy import ImpalaTorchPolicy
+from rlfleet.config import ConfigKey, algorithm_config, number_above, number_in, one_of, optional, override
+
+K = ConfigKey
+
+# V-trace and the optimizer choice, shared with APPO.
+VTRACE_KEYS: List[ConfigKey] = [
+    K("vtrace", True, "Correct the targets for the policy lag with V-trace; False: plain returns, no correction."),
+    K("vtrace_clip_rho_threshold", 1.0, "V-trace's rho_bar: the clip of the importance weights in the value "
+      "targets (None: no clip).", optional(number_above(0), "no clip")),
+    K("vtrace_clip_pg_rho_threshold", 1.0, "The clip of the importance weights in the policy-gradient advantages "
+      "(None: no clip).", optional(number_above(0), "no clip")),
+    K("opt_type", "adam", "The learner's optimizer: adam or rmsprop (with decay, momentum, epsilon).",
+      one_of("adam", "rmsprop")),
+    K("decay", 0.99, "RMSProp's decay (alpha).", number_in(0, 1)),
+    K("momentum", 0.0, "RMSProp's momentum.", number_in(0)),
+    K("epsilon", 0.1, "RMSProp's epsilon.", number_above(0)),
+]
+
+_AC_KEYS = [k for k in ACTOR_CRITIC_KEYS if k.name not in ("use_critic", "use_gae", "lambda", "lr")]
+
+ALGO_KEYS: List[ConfigKey] = _AC_KEYS + VTRACE_KEYS + ASYNC_KEYS + [
+    override("rollout_fragment_length", 50),
+    override("train_batch_size", 500),
+    override("min_iter_time_s", 10),
+    override("lr", 0.0005),
+]
+
+DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
+
+
+class ImpalaTrainer(AsyncSamplingTrainer):
+    """Importance Weighted Actor-Learner Architecture."""
+
+    _name = "IMPALA"
+    _default_config = DEFAULT_CONFIG
+    _algo_keys = ALGO_KEYS
+    _policy_class = ImpalaTorchPolicy

@@ -1,0 +1,39 @@
+"""IOContext: what an input reader or output writer creator is given."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class IOContext:
+    """The context of one worker's offline input or output.
+
+    Args:
+        log_dir: where `output: "logdir"` writes (the trainer's results folder), or None.
+        config: the worker's config.
+        worker_index: 0 for the local worker, 1.. for remote ones.
+        worker: the RolloutWorker (None in tests that build readers alone).
+
+    Attributes:
+        input_config: `config["input_config"]`: options for a custom reader.
+    """
+
+    def __init__(self, log_dir: Optional[str] = None, config: Optional[dict] = None, worker_index: int = 0,
+                 worker: Any = None):
+        self.log_dir = log_dir
+        self.config = dict(config or {})
+        self.worker_index = int(worker_index)
+        self.worker = worker
+
+    @property
+    def input_config(self) -> dict:
+        return dict(self.config.get("input_config") or {})
+
+    @property
+    def num_workers(self) -> int:
+        return int(getattr(self.worker, "num_workers", self.config.get("num_workers", 0)) or 0)
+
+    def default_sampler_input(self):
+        """The worker's env sampler as a reader (`next()` samples one batch)."""
+        from rlfleet.offline.readers import SamplerInput
+
+        return SamplerInput(self.worker.sampler.env_sampler())

@@ -1,0 +1,285 @@
+"""Ray Tune adapter: run rlfleet trainers as Tune trials.
+
+    import rlfleet.tune
+    from ray import tune
+
+    rlfleet.tune.register()                       # "rlfleet.PPO", "rlfleet.DQN", ...
+    tune.run("rlfleet.PPO", config={"env": "CartPole-v1", "lr": tune.grid_search([1e-3, 3e-4])},
+             stop={"training_iteration": 10}, storage_path="~/rlfleet_results")
+
+In the reference the `Trainer` *is* a Tune `Trainable`; here it is standalone (so that
+`import rlfleet` imports neither Ray nor Tune) and `trainable(...)` wraps it:
+
+- `setup` builds the trainer in the trial's folder; `step` is one `train()`; `cleanup`
+  stops it (its remote workers included); `reset_config` rebuilds it for actor reuse.
+- `save_checkpoint` writes rlfleet's own checkpoint format (JSON + safetensors, see
+  `rlfleet/checkpoint.py`) as `<Tune's checkpoint folder>/checkpoint_<iteration>/`;
+  `load_checkpoint` verifies and restores it. No pickle is involved, and that inner folder
+  also loads with `Trainer.from_checkpoint` and `rlfleet evaluate`.
+- `default_resource_request` is `Trainer.default_resource_request(config)` as a Tune
+  `PlacementGroupFactory`: bundle 0 for the trainer, one bundle per remote rollout and
+  evaluation worker, with `placement_strategy`. Tune starts the trainer in that placement
+  group with child-task capture on, so its remote workers start inside the same group.
+- Result files (`result.json`, `progress.csv`, TensorBoard events) are written by Tune's
+  own logger callbacks in the trial folder; the trainer adds only the loggers named in
+  `logger_config.type`, if any.
+
+Envs given to `rlfleet.register_env` in the driver process are copied into the trainable
+when `trainable()` (or `register()`) is called, so register envs first; an env class or a
+Gymnasium id needs nothing.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Union
+
+TUNE_INSTALL_HINT = "pip install 'rlfleet[tune]'"
+
+# Registered Tune names are "rlfleet.<algorithm>".
+PREFIX = "rlfleet."
+
+
+def import_tune():
+    """Imports and returns `ray.tune`.
+
+    Raises:
+        ImportError: naming the extra to install when Ray Tune (or one of its dependencies)
+            is missing.
+    """
+    import importlib
+
+    try:
+        tune = importlib.import_module("ray.tune")
+    except ImportError as exc:
+        raise ImportError(f"Ray Tune is not installed ({exc}); install it with: {TUNE_INSTALL_HINT}") from exc
+    return tune
+
+
+def tune_available() -> bool:
+    """Whether `ray.tune` can be imported (without printing anything)."""
+    try:
+        import_tune()
+    except ImportError:
+        return False
+    return True
+
+
+class _NoLogger:
+    def on_result(self, result: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _logger_creator(logdir: str):
+    """Inside Tune, Tune's callbacks write result.json / progress.csv / TensorBoard events;
+    the trainer adds only the loggers its `logger_config.type` names."""
+    from rlfleet.logger import UnifiedLogger, logger_types
+
+    def create(config: dict) -> Any:
+        types = logger_types(config)
+        if not types:
+            return _NoLogger()
+        return UnifiedLogger(config, logdir, loggers=types, write_params=False)
+
+    return create
+
+
+def _trainer_class(algo: Union[str, type]) -> type:
+    from rlfleet.registry import get_trainer_class
+    from rlfleet.trainer import Trainer
+
+    if isinstance(algo, str):
+        return get_trainer_class(algo[len(PREFIX):] if algo.startswith(PREFIX) else algo)
+    if isinstance(algo, type) and issubclass(algo, Trainer):
+        return algo
+    raise TypeError(f"rlfleet.tune.trainable: expected an algorithm name such as 'PPO' or a Trainer subclass, "
+                    f"got {algo!r}")
+
+
+def trainable(algo: Union[str, type]) -> type:
+    """A Tune `Trainable` class running the trainer `algo`.
+
+    Args:
+        algo: an algorithm name ("PPO", or "rlfleet.PPO") or a `Trainer` subclass.
+
+    Returns:
+        A subclass of `ray.tune.Trainable`, named `rlfleet.<Algo>`.
+
+    Raises:
+        ImportError: Ray Tune is not installed (names `pip install 'rlfleet[tune]'`).
+    """
+    tune = import_tune()
+    from rlfleet.checkpoint import list_checkpoints
+    from rlfleet.env.registry import _ENV_REGISTRY, register_env
+
+    trainer_cls = _trainer_class(algo)
+    # Tune ships this class to its trial actors by value: the env registry goes with it.
+    envs = dict(_ENV_REGISTRY)
+
+    class RlfleetTrainable(tune.Trainable):
+        _trainer_class = trainer_cls
+        _registered_envs = envs
+
+        @classmethod
+        def default_resource_request(cls, config: Dict[str, Any]):
+            return cls._trainer_class.default_resource_request(config).to_placement_group_factory()
+
+        def setup(self, config: Dict[str, Any]) -> None:
+            for name, creator in self._registered_envs.items():
+                if name not in _ENV_REGISTRY:
+                    register_env(name, creator)
+            self.trainer = self._trainer_class(config=config, logdir=self.logdir,
+                                               logger_creator=_logger_creator(self.logdir))
+
+        def step(self) -> Dict[str, Any]:
+            result = dict(self.trainer.train())
+            # Tune adds its own `done`, and counts `time_total_s` itself (also across restores).
+            result.pop("done", None)
+            return result
+
+        def save_checkpoint(self, checkpoint_dir: str) -> None:
+            self.trainer.save(checkpoint_dir)
+            return None
+
+        def load_checkpoint(self, checkpoint: Any) -> None:
+            path = str(checkpoint)
+            found = list_checkpoints(path)
+            if not found:
+                raise ValueError(f"{path!r} holds no rlfleet checkpoint (a checkpoint_<n>/ folder with a "
+                                 f"manifest.json); it was not written by rlfleet.tune")
+            self.trainer.restore(found[-1])
+
+        def reset_config(self, new_config: Dict[str, Any]) -> bool:
+            # Actor reuse: a fresh trainer for the new config in the new trial folder.
+            self.trainer.stop()
+            self.setup(new_config)
+            self.config = new_config
+            return True
+
+        def cleanup(self) -> None:
+            trainer = getattr(self, "trainer", None)
+            if trainer is not None:
+                trainer.stop()
+
+        def log_result(self, result: Dict[str, Any]) -> None:
+            # The trainer already ran its callbacks and loggers on this result in train().
+            pass
+
+    name = f"{PREFIX}{trainer_cls._name}"
+    RlfleetTrainable.__name__ = name
+    RlfleetTrainable.__qualname__ = name
+    return RlfleetTrainable
+
+
+def register(*algorithms: str) -> Dict[str, type]:
+    """Registers rlfleet's algorithms with Tune as "rlfleet.<name>" ("rlfleet.PPO", ...), so
+    that `tune.run("rlfleet.PPO", ...)` and `tune.Tuner("rlfleet.PPO", ...)` find them.
+
+    Call it again after `rlfleet.register_env` to ship envs registered since.
+
+    Args:
+        algorithms: names to register (default: every algorithm of `rlfleet list`).
+
+    Returns:
+        `{tune name: trainable class}`.
+    """
+    tune = import_tune()
+    from rlfleet.registry import list_algorithms
+
+    out = {}
+    for algo in algorithms or list_algorithms():
+        cls = trainable(algo)
+        tune.register_trainable(cls.__name__, cls)
+        out[cls.__name__] = cls
+    return out
+
+
+def tune_name(algo: str) -> str:
+    """The Tune name of an rlfleet algorithm ("PPO" -> "rlfleet.PPO")."""
+    return algo if algo.startswith(PREFIX) else PREFIX + algo
+
+
+# --- YAML search spaces ---------------------------------------------------------------
+# `{name: args}` mappings in an experiment's config that stand for a Tune search space:
+# `lr: {grid_search: [0.001, 0.0003]}`, `gamma: {uniform: [0.9, 0.99]}`, `seed: {randint: [0, 100]}`.
+SEARCH_SPACES = ("grid_search", "choice", "uniform", "quniform", "loguniform", "qloguniform", "randn",
+                 "qrandn", "randint", "qrandint", "lograndint", "qlograndint", "sample_from")
+
+
+def find_search_space(config: Any, path: str = "") -> Optional[str]:
+    """The key path ("model/fcnet_hiddens") of the first search-space entry in `config`
+    (without importing Tune); None when there is none."""
+    if isinstance(config, dict):
+        if len(config) == 1 and next(iter(config)) in SEARCH_SPACES:
+            return path or "<config>"
+        for key, value in config.items():
+            found = find_search_space(value, f"{path}/{key}" if path else str(key))
+            if found:
+                return found
+    return None
+
+
+def resolve_search_spaces(config: Any, path: str = "") -> Any:
+    """`config` with every `{name: args}` search-space entry replaced by `tune.<name>(*args)`
+    (`grid_search` keeps Tune's own `{"grid_search": [...]}` form).
+
+    Raises:
+        ValueError: naming the key path when an entry's arguments are not a list.
+    """
+    if isinstance(config, dict):
+        if len(config) == 1 and next(iter(config)) in SEARCH_SPACES:
+            (name, args), = config.items()
+            if not isinstance(args, list):
+                raise ValueError(f"config key {path or '<config>'!r}: `{name}` takes a list of arguments, "
+                                 f"e.g. {{{name}: [0.001, 0.0003]}}, got {args!r}")
+            if name == "grid_search":
+                return {"grid_search": list(args)}
+            if name == "choice":
+                return getattr(import_tune(), name)(args)
+            if name == "sample_from":
+                raise ValueError(f"config key {path!r}: `sample_from` needs a Python function; use it from "
+                                 f"Python (tune.sample_from), not from YAML")
+            return getattr(import_tune(), name)(*args)
+        return {k: resolve_search_spaces(v, f"{path}/{k}" if path else str(k)) for k, v in config.items()}
+    return config
+
+
+def run_experiments(experiments: Dict[str, Dict[str, Any]], *, verbose: int = 1) -> list:
+    """Runs `rlfleet train -f`-style experiments through Tune (`tune.run_experiments`), on a
+    Ray started as rlfleet starts one (an existing one, `RAY_ADDRESS`, else local on 127.0.0.1).
+
+    Args:
+        experiments: `{name: {"run": "PPO" or a Trainer class, "config": {...}, "stop": {...},
+            "num_samples": n, "checkpoint_freq": n, "checkpoint_at_end": bool,
+            "keep_checkpoints_num": n, "local_dir": parent folder}}`; search spaces in
+            `config` may be Tune objects or their YAML form (`{grid_search: [...]}`, `{choice:
+            [...]}`, `{uniform: [low, high]}`, ...).
+        verbose: Tune's verbosity (0 silent, 1 status table, 2 every result).
+
+    Returns:
+        The Tune trials, experiment after experiment.
+    """
+    tune = import_tune()
+    from rlfleet.logger import default_results_dir
+    from rlfleet.utils.ray_utils import init_ray
+
+    init_ray()
+    specs = []
+    for name, spec in experiments.items():
+        cls = trainable(spec["run"])
+        tune.register_trainable(cls.__name__, cls)
+        keep = spec.get("keep_checkpoints_num")
+        specs.append(tune.Experiment(
+            name, cls.__name__, config=resolve_search_spaces(spec.get("config") or {}),
+            stop=spec.get("stop") or None, num_samples=int(spec.get("num_samples") or 1),
+            storage_path=os.path.abspath(os.path.expanduser(spec.get("local_dir") or default_results_dir())),
+            checkpoint_config={"checkpoint_frequency": int(spec.get("checkpoint_freq") or 0),
+                               "checkpoint_at_end": bool(spec.get("checkpoint_at_end")),
+                               **({"num_to_keep": int(keep)} if keep else {})}))
+    return tune.run_experiments(specs, verbose=verbose)
+
+
+__all__ = ["TUNE_INSTALL_HINT", "find_search_space", "import_tune", "register", "resolve_search_spaces",
+           "run_experiments", "trainable", "tune_available", "tune_name"]
