@@ -58,8 +58,10 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
              "exploration_config": {"random_timesteps": 16}},
     "TD3": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16],
             "exploration_config": {"random_timesteps": 16}},
-    "A2C": {"rollout_fragment_length": 16, "train_batch_size": 32, "model": {"fcnet_hiddens": [16]}},
-    "A3C": {"rollout_fragment_length": 16, "model": {"fcnet_hiddens": [16]}},
+    # min_iter_time_s 0: A2C's and A3C's defaults (10 s, 5 s) would make each case take that long.
+    "A2C": {"rollout_fragment_length": 16, "train_batch_size": 32, "min_iter_time_s": 0,
+            "model": {"fcnet_hiddens": [16]}},
+    "A3C": {"rollout_fragment_length": 16, "min_iter_time_s": 0, "model": {"fcnet_hiddens": [16]}},
     "IMPALA": {"rollout_fragment_length": 16, "train_batch_size": 32, "min_iter_time_s": 0,
                "model": {"fcnet_hiddens": [16]}},
     "APPO": {"rollout_fragment_length": 16, "train_batch_size": 32, "min_iter_time_s": 0,

@@ -315,7 +315,7 @@ class Logger:
 
     def on_result(self, result: Mapping[str, Any]) -> None:
         """Logs one result dict (as returned by `Trainer.train()`)."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract: each logger writes its own format
 
     def flush(self) -> None:
         """Writes out anything buffered."""
