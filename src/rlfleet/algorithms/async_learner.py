@@ -15,11 +15,12 @@ with the learner thread (they share one model). Every Ray call stays in `WorkerS
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -170,7 +171,8 @@ class AsyncSamplingTrainer(Trainer):
     `learn_on_policy_batch`."""
 
     def setup(self, config: dict) -> None:
-        self._lock = threading.Lock()
+        # Reentrant, so that state reads inside `learner_paused()` take it again.
+        self._lock = threading.RLock()
         self.learner = LearnerThread(self._learn, config, self._lock)
         self.learner.start()
         self._replay = MixInReplay(config["replay_buffer_num_slots"], config["replay_proportion"],
@@ -305,6 +307,13 @@ class AsyncSamplingTrainer(Trainer):
             super()._try_recover()
         # Requests of failed workers are gone; their versions would misalign the new ones.
         self._request_versions.clear()
+
+    @contextlib.contextmanager
+    def learner_paused(self) -> Iterator[None]:
+        """Holds the learner thread between two updates: weights, state and checkpoints
+        taken inside the block agree with each other."""
+        with self._lock:
+            yield
 
     def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
         with self._lock:

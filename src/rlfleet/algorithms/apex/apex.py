@@ -10,10 +10,11 @@ same shards and worker-side code without Ray.
 from __future__ import annotations
 
 import collections
+import contextlib
 import queue
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from rlfleet.algorithms.apex.replay_shard import ReplayShard, learn_replayed, worker_side_transitions
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
@@ -121,7 +122,8 @@ class ApexTrainer(DQNTrainer):
 
     def setup(self, config: dict) -> None:
         super().setup(config)
-        self._lock = threading.Lock()
+        # Reentrant, so that state reads inside `learner_paused()` take it again.
+        self._lock = threading.RLock()
         n = config["num_replay_buffer_shards"]
         args = [(config, i, config["buffer_size"] // n, config["learning_starts"] // n) for i in range(n)]
         self._remote = bool(self.workers.remote_workers())
@@ -274,6 +276,13 @@ class ApexTrainer(DQNTrainer):
                                            "capacity": self.learner.inqueue.maxsize}
         result["info"]["learner_time_s"] = self.learner.learn_time_s
         return result
+
+    @contextlib.contextmanager
+    def learner_paused(self) -> Iterator[None]:
+        """Holds the learner thread between two updates: weights, state and checkpoints
+        taken inside the block agree with each other."""
+        with self._lock:
+            yield
 
     def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
         with self._lock:
