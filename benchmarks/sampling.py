@@ -9,57 +9,94 @@ ratio (ours / ceiling), which does not depend on how fast this machine is.
 single process (the local worker samples), N >= 1 is N remote workers on a local Ray
 (one CPU each, `--envs` envs per worker, first value), all sampling in parallel:
 
-    python benchmarks/sampling.py --workers 0 1 2 [--envs 8] [--steps 80000]
+    python benchmarks/sampling.py --workers 0 1 2 [--envs 8] [--steps 40000] [--rounds 5]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
+from typing import List, Tuple
 
 import gymnasium as gym
 import numpy as np
 
 
-def plain_gym_loop(num_envs: int, total_steps: int, seed: int = 0) -> float:
-    """Env steps/s of a bare loop: random actions, manual reset, nothing stored."""
-    envs = [gym.make("CartPole-v1") for _ in range(num_envs)]
-    for i, env in enumerate(envs):
-        env.reset(seed=seed + i)
-        env.action_space.seed(seed + i)
-    rng = np.random.default_rng(seed)
-    steps = 0
-    start = time.perf_counter()
-    while steps < total_steps:
-        actions = rng.integers(0, 2, size=num_envs)
-        for env, a in zip(envs, actions):
-            _, _, term, trunc, _ = env.step(int(a))
-            if term or trunc:
-                env.reset()
-        steps += num_envs
-    return steps / (time.perf_counter() - start)
+class PlainGymLoop:
+    """The ceiling: a bare loop over CartPole-v1 envs, random actions, manual reset, nothing stored."""
+
+    def __init__(self, num_envs: int, seed: int = 0):
+        self.envs = [gym.make("CartPole-v1") for _ in range(num_envs)]
+        for i, env in enumerate(self.envs):
+            env.reset(seed=seed + i)
+            env.action_space.seed(seed + i)
+        self.rng = np.random.default_rng(seed)
+
+    def run(self, total_steps: int) -> Tuple[int, float]:
+        """`(env steps, seconds)` for at least `total_steps` env steps."""
+        envs, num_envs = self.envs, len(self.envs)
+        steps = 0
+        start = time.perf_counter()
+        while steps < total_steps:
+            actions = self.rng.integers(0, 2, size=num_envs)
+            for env, a in zip(envs, actions):
+                _, _, term, trunc, _ = env.step(int(a))
+                if term or trunc:
+                    env.reset()
+            steps += num_envs
+        return steps, time.perf_counter() - start
+
+    def stop(self) -> None:
+        pass
+
+
+class WorkerLoop:
+    """`RolloutWorker.sample()` on CartPole-v1 with the default PPO model."""
+
+    def __init__(self, num_envs: int, seed: int = 0):
+        from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
+        from rlfleet.config import merge_configs, validate_config
+        from rlfleet.env.registry import resolve_env
+        from rlfleet.rollout.rollout_worker import RolloutWorker
+
+        config = merge_configs(DEFAULT_CONFIG, {"env": "CartPole-v1", "num_envs_per_worker": num_envs,
+                                                "rollout_fragment_length": 200, "seed": seed})
+        validate_config(config)
+        _, creator = resolve_env("CartPole-v1")
+        self.worker = RolloutWorker(env_creator=creator, policy_class=PPOTorchPolicy, config=config)
+        self.worker.sample()  # warm-up: first reset, buffer allocation
+
+    def run(self, total_steps: int) -> Tuple[int, float]:
+        steps = 0
+        start = time.perf_counter()
+        while steps < total_steps:
+            steps += self.worker.sample().count
+        return steps, time.perf_counter() - start
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+
+def interleaved_ratios(ours, ceiling, total_steps: int, rounds: int) -> Tuple[List[float], float, float]:
+    """Alternates `rounds` timed runs of each (other load on the machine hits both alike);
+    returns the per-round ratios of steps/s and the median rates of each."""
+    ratios, mine, theirs = [], [], []
+    for _ in range(rounds):
+        s1, t1 = ceiling.run(total_steps)
+        s2, t2 = ours.run(total_steps)
+        theirs.append(s1 / t1)
+        mine.append(s2 / t2)
+        ratios.append(mine[-1] / theirs[-1])
+    return ratios, statistics.median(mine), statistics.median(theirs)
 
 
 def rlfleet_sampler(num_envs: int, total_steps: int, seed: int = 0) -> float:
     """Env steps/s of `RolloutWorker.sample()` with the default PPO model."""
-    from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
-    from rlfleet.config import merge_configs, validate_config
-    from rlfleet.env.registry import resolve_env
-    from rlfleet.rollout.rollout_worker import RolloutWorker
-
-    config = merge_configs(DEFAULT_CONFIG, {"env": "CartPole-v1", "num_envs_per_worker": num_envs,
-                                            "rollout_fragment_length": 200, "seed": seed})
-    validate_config(config)
-    _, creator = resolve_env("CartPole-v1")
-    worker = RolloutWorker(env_creator=creator, policy_class=PPOTorchPolicy, config=config)
-    worker.sample()  # warm-up: first reset, buffer allocation
-    steps = 0
-    start = time.perf_counter()
-    while steps < total_steps:
-        steps += worker.sample().count
-    rate = steps / (time.perf_counter() - start)
-    worker.stop()
-    return rate
+    loop = WorkerLoop(num_envs, seed)
+    steps, seconds = loop.run(total_steps)
+    loop.stop()
+    return steps / seconds
 
 
 def make_worker_set(num_workers: int, num_envs: int, seed: int = 0):
@@ -92,11 +129,11 @@ def worker_set_rate(workers, total_steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=40000)
+    parser.add_argument("--steps", type=int, default=10000, help="env steps per timed run")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (the median ratio is reported)")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--workers", type=int, nargs="+", default=None,
                         help="worker-set mode: numbers of remote workers to compare (0: single process)")
-    parser.add_argument("--repeat", type=int, default=3, help="worker-set mode: interleaved repeats (best kept)")
     args = parser.parse_args()
     if args.workers is not None:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -106,26 +143,35 @@ def main() -> None:
         if any(args.workers):
             init_ray(num_cpus=sum(args.workers))  # all sets stay up, idle while others run
         sets = {n: make_worker_set(n, num_envs) for n in args.workers}
-        # Interleaved repeats, best of each: other load on the machine hits every setting alike.
-        rates = {n: 0.0 for n in args.workers}
-        for _ in range(args.repeat):
+        # Interleaved rounds: other load on the machine hits every setting alike. Each round's
+        # rates are compared with the same round's single process.
+        rates: dict = {n: [] for n in args.workers}
+        for _ in range(args.rounds):
             for n, workers in sets.items():
-                rates[n] = max(rates[n], worker_set_rate(workers, args.steps))
+                rates[n].append(worker_set_rate(workers, args.steps))
         for workers in sets.values():
             workers.stop()
-        print(f"CartPole-v1, {num_envs} envs per worker, {os.cpu_count()} cores, best of {args.repeat}")
-        print(f"{'workers':>7} | {'total envs':>10} | {'env steps/s':>11} | vs single process")
+        print(f"CartPole-v1, {num_envs} envs per worker, {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f}; median of {args.rounds} interleaved rounds of {args.steps} steps")
+        print(f"{'workers':>7} | {'total envs':>10} | {'env steps/s':>11} | vs single process (min-max)")
         single = rates.get(0)
         for n in args.workers:
-            ratio = f"{rates[n] / single:.2f}x" if single else "-"
-            print(f"{n:>7} | {num_envs * max(1, n):>10} | {rates[n]:>11,.0f} | {ratio}")
+            if single:
+                ratios = [r / s for r, s in zip(rates[n], single)]
+                ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+            else:
+                ratio = "-"
+            print(f"{n:>7} | {num_envs * max(1, n):>10} | {statistics.median(rates[n]):>11,.0f} | {ratio}")
         return
-    print(f"{'envs/worker':>11} | {'plain gym steps/s':>17} | {'rlfleet steps/s':>15} | ratio")
+    print(f"median of {args.rounds} interleaved rounds of {args.steps} steps each; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'envs/worker':>11} | {'plain gym steps/s':>17} | {'rlfleet steps/s':>15} | ratio (min-max)")
     for n in args.envs:
-        ceiling = plain_gym_loop(n, args.steps)
-        ours = rlfleet_sampler(n, args.steps)
-        print(f"{n:>11} | {ceiling:>17,.0f} | {ours:>15,.0f} | {ours / ceiling:.3f}")
-
+        ceiling, ours = PlainGymLoop(n), WorkerLoop(n)
+        ratios, mine, theirs = interleaved_ratios(ours, ceiling, args.steps, args.rounds)
+        ours.stop()
+        print(f"{n:>11} | {theirs:>17,.0f} | {mine:>15,.0f} | {statistics.median(ratios):.3f} "
+              f"({min(ratios):.3f}-{max(ratios):.3f})")
 
 if __name__ == "__main__":
     main()

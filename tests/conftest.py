@@ -35,7 +35,8 @@ def ray_session():
     ray = pytest.importorskip("ray")
     started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+        # address="local": always a new local cluster, never one that happens to run here.
+        ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
                  log_to_driver=False)
         started = True
     yield ray

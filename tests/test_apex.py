@@ -126,3 +126,71 @@ def test_remote_workers_add_to_ray_shards(ray_session, tmp_path):
             assert np.asarray(restored.get_policy().get_weights()[k]).shape == np.asarray(v).shape
     finally:
         restored.stop()
+
+
+# --- Ape-X DDPG -----------------------------------------------------------------------------
+DDPG_SMALL = {"min_iter_time_s": 0, "seed": 2, "timesteps_per_iteration": 200, "learning_starts": 200,
+              "buffer_size": 10000, "train_batch_size": 32, "rollout_fragment_length": 10,
+              "actor_hiddens": [16], "critic_hiddens": [16], "target_network_update_freq": 0}
+
+
+def test_apex_ddpg_is_registered_with_the_reference_defaults():
+    from rlfleet.algorithms.apex import ApexDDPGTrainer
+    from rlfleet.algorithms.apex.exploration import PerWorkerOrnsteinUhlenbeckNoise
+
+    assert get_trainer_class("APEX_DDPG") is ApexDDPGTrainer
+    cfg = ApexDDPGTrainer._default_config
+    assert cfg["num_replay_buffer_shards"] == 4 and cfg["max_weight_sync_delay"] == 400 and cfg["n_step"] == 3
+    assert cfg["worker_side_prioritization"] is True and cfg["num_workers"] == 32
+    assert cfg["target_network_update_freq"] == 500000 and cfg["train_batch_size"] == 512
+    assert cfg["exploration_config"]["type"].endswith("PerWorkerOrnsteinUhlenbeckNoise")
+    assert "actor_hiddens" in cfg and "num_atoms" not in cfg  # DDPG's keys, not DQN's
+    import gymnasium as gym
+
+    box = gym.spaces.Box(-2.0, 2.0, (1,))
+    noise = PerWorkerOrnsteinUhlenbeckNoise(box, policy_config={"worker_index": 3, "num_workers": 4})
+    assert noise.scale_schedule(10 ** 6) == pytest.approx(0.4 ** (1 + 7))
+    assert PerWorkerOrnsteinUhlenbeckNoise(box, policy_config={"worker_index": 0, "num_workers": 4}
+                                           ).scale_schedule(10 ** 6) == 0.0
+    with pytest.raises(ValueError, match="training_intensity"):
+        ApexDDPGTrainer(env="Pendulum-v1", config=dict(DDPG_SMALL, num_workers=2, training_intensity=4))
+
+
+def test_apex_ddpg_on_pendulum_with_remote_workers_and_shards_and_checkpoint(ray_session, tmp_path):
+    from rlfleet.algorithms.apex import ApexDDPGTrainer
+
+    cfg = dict(DDPG_SMALL, num_workers=2, num_replay_buffer_shards=2, num_cpus_per_worker=0.5,
+               max_weight_sync_delay=100, timesteps_per_iteration=400)
+    trainer = ApexDDPGTrainer(env="Pendulum-v1", config=cfg)
+    try:
+        assert not any(isinstance(s, ReplayShard) for s in trainer.shards)  # Ray actors
+        scales = trainer.workers.foreach_worker_with_index(
+            lambda w, i: w.get_policy().exploration.scale_schedule(10 ** 6))
+        assert scales == pytest.approx([0.0, 0.4 ** 8, 0.4 ** 15])
+        before = trainer.get_policy().get_weights()
+        for _ in range(8):
+            result = trainer.train()
+            if result["info"]["num_env_steps_trained"] > 0 and result["info"]["num_weight_syncs"] > 2:
+                break
+        info = result["info"]
+        assert result["num_healthy_workers"] == 2 and info["num_env_steps_trained"] > 0
+        assert info["num_weight_syncs"] > 0 and info["num_target_updates"] > 0
+        assert all(info[f"replay_shard_{i}"]["num_priority_updates"] > 0 for i in range(2))
+        prios = trainer.shard_priorities(1)
+        assert len(prios) > 0 and np.ptp(prios) > 0  # worker-side priorities: |TD error|, not all the max
+        assert "critic_loss" in info["learner"][DEFAULT_POLICY_ID]["learner_stats"]
+        with trainer.learner_paused():
+            weights = trainer.get_policy().get_weights()
+            path = trainer.save(str(tmp_path))
+        assert any(not np.allclose(before[k], weights[k]) for k in before)
+    finally:
+        trainer.stop()
+    restored = ApexDDPGTrainer.from_checkpoint(path, config_overrides={"num_workers": 0})
+    try:
+        for k, v in weights.items():
+            np.testing.assert_array_equal(restored.get_policy().get_weights()[k], v)
+        obs = np.array([1.0, 0.0, 0.1], np.float32)
+        assert restored.compute_single_action(obs, explore=False).shape == (1,)
+        restored.train()  # goes on learning with in-process shards
+    finally:
+        restored.stop()

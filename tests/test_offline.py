@@ -6,6 +6,7 @@ import glob
 import json
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -38,6 +39,60 @@ def test_round_trip_is_lossless(compress):
     back, _ = decode_line(encode_batch(ma, compress))
     assert isinstance(back, MultiAgentBatch) and back.count == 7
     assert np.array_equal(back.policy_batches["p1"][SB.OBS], ma.policy_batches["p1"][SB.OBS])
+
+
+class _InfoCartPole(gym.Wrapper):
+    """CartPole whose infos hold what envs put there: numbers, NumPy values, strings, nested
+    dicts, and one entry JSON cannot hold (an arbitrary object)."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.steps = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = self.env.step(action)
+        self.steps += 1
+        info = {"step": self.steps, "x": np.float32(obs[0]), "pair": np.array([self.steps, -1]), "tag": "ok",
+                "nested": {"ok": [True, None, float("nan")]}, "handle": object()}
+        return obs, reward, terminated, truncated, info
+
+
+def test_infos_round_trip_and_unjsonable_entries_are_dropped_with_one_warning(tmp_path, caplog):
+    from rlfleet.algorithms.pg import PGTrainer
+
+    # encode / decode: JSON values come back equal, NumPy values as numbers and lists
+    infos = np.empty(3, dtype=object)
+    infos[:] = [{"a": 1, "b": [1.5, "s"], "c": {"d": None}}, {}, {"a": np.int64(2), "e": np.arange(2)}]
+    batch = SampleBatch({SB.REWARDS: np.ones(3, np.float32), SB.INFOS: infos})
+    for compress in ([], [SB.INFOS, SB.REWARDS]):
+        out, _ = decode_line(encode_batch(batch, compress))
+        assert out[SB.INFOS].dtype == object and out[SB.INFOS].shape == (3,)
+        assert list(out[SB.INFOS]) == [{"a": 1, "b": [1.5, "s"], "c": {"d": None}}, {}, {"a": 2, "e": [0, 1]}]
+
+    # a real run: every written row carries its step's info; the object entry is dropped, once
+    caplog.set_level("WARNING", logger="rlfleet.offline.json_format")
+    trainer = PGTrainer(env=_InfoCartPole, logdir=str(tmp_path / "log"), config={
+        "output": str(tmp_path / "out"), "train_batch_size": 100, "rollout_fragment_length": 100, "seed": 0,
+        "log_sys_usage": False})
+    result = trainer.train()
+    trainer.train()
+    trainer.stop()
+    assert result["info"]["learner"]  # the learner ran on the batch (whose `infos` the worker dropped)
+    warned = [r.getMessage() for r in caplog.records if "'handle'" in r.getMessage()]
+    assert len(warned) == 1 and "dropping the info entry 'handle'" in warned[0], warned
+    reader = JsonReader(str(tmp_path / "out"))
+    rows = 0
+    for _ in range(2):
+        read = reader.next()
+        for t, info in zip(read[SB.T], read[SB.INFOS]):
+            assert set(info) == {"step", "x", "pair", "tag", "nested"}, info
+            assert info["pair"][1] == -1 and info["tag"] == "ok" and isinstance(info["x"], float)
+            assert info["nested"]["ok"][:2] == [True, None] and np.isnan(info["nested"]["ok"][2])
+        # `t` counts steps within an episode from 0; the env's counter runs over resets
+        steps = np.array([info["step"] for info in read[SB.INFOS]])
+        assert np.all(np.diff(steps)[np.diff(read[SB.EPS_ID]) == 0] == 1)
+        rows += read.count
+    assert rows == 200
 
 
 def test_ppo_writes_every_sampled_batch_to_logdir_and_rolls_over(tmp_path):

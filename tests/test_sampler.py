@@ -272,3 +272,115 @@ def test_tuple_obs_and_box_actions():
     assert b[SB.OBS].shape == (12, 5) and b[SB.ACTIONS].shape == (12, 2)
     np.testing.assert_array_equal(b[SB.OBS][:3], [[1, 0, 0, 0, 0], [0, 1, 1, 1, 1], [1, 0, 2, 2, 2]])
     assert np.isfinite(b[SB.ADVANTAGES]).all()
+
+
+# --- the fast path (policy/fast_inference.ChunkActor) -----------------------------------------
+def _log_softmax(x):
+    x = x.astype(np.float64)
+    top = x.max(1, keepdims=True)
+    return x - top - np.log(np.exp(x - top).sum(1, keepdims=True))
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_fast_path_columns_match_the_torch_policy(num_envs):
+    """The chunk actor's deferred columns equal what the torch model gives for the recorded rows."""
+    import torch
+
+    w = make_worker("CartPole-v1", {"num_envs_per_worker": num_envs, "rollout_fragment_length": 50, "seed": 3})
+    policy = w.get_policy()
+    assert policy.chunk_actor(True, 0, 5, num_envs) is not None  # the fast path is on
+    for _ in range(2):
+        b = w.sample()
+        with torch.no_grad():
+            logits = policy.model({SB.OBS: torch.as_tensor(b[SB.OBS])}, [], None)[0].numpy()
+            values = policy.model.value_function().numpy()
+        np.testing.assert_allclose(b[SB.ACTION_DIST_INPUTS], logits, rtol=1e-5, atol=1e-5)
+        logp = _log_softmax(logits)[np.arange(b.count), b[SB.ACTIONS]]
+        np.testing.assert_allclose(b[SB.ACTION_LOGP], logp, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(b[SB.ACTION_PROB], np.exp(logp), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(b[SB.VF_PREDS], values, rtol=1e-4, atol=1e-5)
+        assert b[SB.ACTIONS].dtype == np.int64 and set(np.unique(b[SB.ACTIONS])) <= {0, 1}
+
+
+def test_fast_path_actions_follow_the_softmax():
+    """Gumbel-max noise drawn per chunk: action frequencies match the policy's probabilities."""
+    from rlfleet.policy.fast_inference import ChunkActor
+
+    class FixedNet:
+        num_outputs = 3
+
+        def __call__(self, obs, values=True):
+            return np.tile(np.log(np.array([0.2, 0.3, 0.5], np.float32)), (len(obs), 1)), None
+
+    from rlfleet.models.distributions import Categorical
+
+    actor = ChunkActor(FixedNet(), Categorical, np.random.default_rng(0), True, 400, 50)
+    actions = np.concatenate([actor.act(np.zeros((50, 4), np.float32))[0] for _ in range(400)])
+    freq = np.bincount(actions, minlength=3) / len(actions)
+    np.testing.assert_allclose(freq, [0.2, 0.3, 0.5], atol=0.01)  # 20000 draws: std ~0.0035
+    greedy = ChunkActor(FixedNet(), Categorical, np.random.default_rng(0), False, 2, 4)
+    assert list(greedy.act(np.zeros((4, 4), np.float32))[0]) == [2, 2, 2, 2]
+
+
+def test_fast_path_gaussian_actions_and_logp():
+    """Box actions (Pendulum): draws around the mean with the model's std, logp of each draw
+    equal to torch's DiagGaussian; greedy sampling returns the mean with logp 0."""
+    import torch
+
+    from rlfleet.models.distributions import DiagGaussian
+
+    w = make_worker("Pendulum-v1", {"num_envs_per_worker": 2, "rollout_fragment_length": 100, "seed": 1,
+                                    "normalize_actions": False})
+    policy = w.get_policy()
+    assert policy.dist_class is DiagGaussian and policy.chunk_actor(True, 0, 5, 2) is not None
+    b = w.sample()
+    inputs = torch.as_tensor(b[SB.ACTION_DIST_INPUTS])
+    expected = DiagGaussian(inputs, policy.model).logp(torch.as_tensor(b[SB.ACTIONS])).numpy()
+    np.testing.assert_allclose(b[SB.ACTION_LOGP], expected, rtol=1e-4, atol=1e-4)
+    mean, log_std = np.split(b[SB.ACTION_DIST_INPUTS], 2, axis=1)
+    z = (b[SB.ACTIONS] - mean) / np.exp(log_std)
+    assert abs(z.mean()) < 0.15 and 0.85 < z.std() < 1.15  # 200 standard-normal draws
+    greedy = make_worker("Pendulum-v1", {"rollout_fragment_length": 20, "explore": False, "seed": 1})
+    g = greedy.sample()
+    np.testing.assert_allclose(g[SB.ACTIONS], np.split(g[SB.ACTION_DIST_INPUTS], 2, axis=1)[0], rtol=1e-6)
+    np.testing.assert_array_equal(g[SB.ACTION_LOGP], 0.0)
+
+
+def test_fast_path_is_seeded_and_follows_weight_changes():
+    cfg = {"num_envs_per_worker": 2, "rollout_fragment_length": 30, "seed": 7}
+    a, b = make_worker("CartPole-v1", cfg), make_worker("CartPole-v1", cfg)
+    for _ in range(2):
+        ba, bb = a.sample(), b.sample()
+        for key in (SB.ACTIONS, SB.OBS, SB.ACTION_LOGP, SB.VF_PREDS):
+            np.testing.assert_array_equal(ba[key], bb[key])
+    # New weights between sample() calls: the next chunk acts and values with them.
+    policy = a.get_policy()
+    weights = {k: v * 0.5 for k, v in policy.get_weights().items()}
+    policy.set_weights(weights)
+    batch = a.sample()
+    np.testing.assert_allclose(batch[SB.VF_PREDS], policy.compute_values(batch[SB.OBS]), rtol=1e-4, atol=1e-5)
+
+
+def test_fast_path_not_used_where_it_would_change_behaviour():
+    lstm = make_worker("CartPole-v1", {"model": {"use_lstm": True, "lstm_cell_size": 8}, "rollout_fragment_length": 5})
+    assert lstm.get_policy().chunk_actor(True, 0, 5, 1) is None
+    warm = make_worker("CartPole-v1", {"exploration_config": {"type": "StochasticSampling", "random_timesteps": 50},
+                                       "rollout_fragment_length": 20})
+    policy = warm.get_policy()
+    assert policy.chunk_actor(True, 0, 20, 1) is None and policy.chunk_actor(True, 50, 20, 1) is not None
+    b = warm.sample()  # the first 20 steps are uniformly random: the torch path records them
+    assert b.count == 20 and np.isfinite(b[SB.ACTION_LOGP]).all()
+
+
+def test_single_threaded_blas_restores_the_thread_count():
+    from rlfleet.policy import fast_inference
+
+    with fast_inference.single_threaded_blas():
+        pass
+    setter = fast_inference._BLAS_SETTER
+    if not setter:
+        pytest.skip("NumPy without bundled OpenBLAS: single_threaded_blas does nothing")
+    before = setter(3)
+    with fast_inference.single_threaded_blas():
+        assert setter(1) == 1  # inside: one thread
+    assert setter(before) == 3  # after: restored

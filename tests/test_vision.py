@@ -74,15 +74,33 @@ def test_no_final_linear_and_feature_mode():
     assert feats.num_outputs == 256
 
 
-def test_uint8_scaled_inside_the_model():
+@pytest.mark.parametrize("zero_mean,low,high", [(True, -1.0, 1.0), (False, 0.0, 1.0)])
+def test_uint8_scaled_inside_the_model_as_zero_mean_says(zero_mean, low, high):
     torch.manual_seed(0)
-    u8 = _net((10, 10, 3))
-    f32 = _net((10, 10, 3), dtype=np.float32)
+    u8 = _net((10, 10, 3), zero_mean=zero_mean)
+    f32 = _net((10, 10, 3), dtype=np.float32, zero_mean=zero_mean)
     f32.load_state_dict(u8.state_dict())
     obs = torch.randint(0, 256, (4, 10, 10, 3), dtype=torch.uint8)
     a, _ = u8({"obs": obs}, [], None)
-    b, _ = f32({"obs": obs.float() / 255.0}, [], None)
+    b, _ = f32({"obs": low + obs.float() / 255.0 * (high - low)}, [], None)
     torch.testing.assert_close(a, b)
+    # float observations are the user's own scale: used as they come
+    c, _ = f32({"obs": obs.float()}, [], None)
+    assert not torch.allclose(a, c)
+    # the fully connected net on small uint8 images scales the same way
+    fc = FullyConnectedNetwork(gym.spaces.Box(0, 255, (3, 3), np.uint8), ACT, 5,
+                               {**MODEL_DEFAULTS, "zero_mean": zero_mean}, "fc")
+    fc({"obs": torch.tensor([[[0, 255, 0]] * 3], dtype=torch.uint8)}, [], None)
+    assert fc._obs.min().item() == low and fc._obs.max().item() == high
+
+
+def test_zero_mean_reaches_the_trainers_model():
+    trainer = PPOTrainer(env=BrightPixelEnv, config={"model": {"zero_mean": False}, "train_batch_size": 64,
+                                                      "rollout_fragment_length": 64, "sgd_minibatch_size": 32})
+    try:
+        assert trainer.get_policy().model.pixels == (1.0 / 255.0, 0.0)
+    finally:
+        trainer.stop()
 
 
 def test_uint8_observations_stay_uint8_in_sample_batches():

@@ -234,6 +234,12 @@ def _path_or_none(v: Any) -> Any:
     raise InvalidValue("None or a folder path (a str)")
 
 
+def _key_name(v: Any) -> Any:
+    if isinstance(v, str) and v:
+        return v
+    raise InvalidValue("a non-empty str (a key of the Dict observation)")
+
+
 def _str_list(v: Any) -> Any:
     if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
         return list(v)
@@ -480,7 +486,9 @@ MODEL_KEYS: List[ConfigKey] = [
     K("framestack", True, "Stack the last 4 frames in the deepmind Atari preprocessing.", boolean),
     K("dim", 84, "Side length images are resized to.", int_at_least(1)),
     K("grayscale", False, "Convert images to grayscale (deepmind preprocessing).", boolean),
-    K("zero_mean", True, "Scale image pixels to [-1, 1] instead of [0, 1].", boolean),
+    K("zero_mean", True, "Models scale uint8 image pixels to [-1, 1] (True) or to [0, 1] (False).", boolean),
+    K("action_mask_key", "action_mask", "Key of the action mask in a Dict observation (1 legal, 0 illegal): "
+      "the model sees the rest and illegal actions are never taken.", _key_name),
     K("custom_model", None, "Registered name or class of a user model.", _name_or_class("custom model")),
     K("custom_model_config", {}, "Keyword arguments passed to the custom model.", dict_value(none_as_empty=True)),
     K("custom_action_dist", None, "Registered name or class of a user action distribution.",
@@ -613,10 +621,13 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("extra_python_environs_for_worker", {}, "Env variables set in worker processes.", _environ),
     ],
     "Resources": [
-        K("num_gpus", 0, "GPUs for the trainer process (may be fractional).", number_in(0)),
-        K("_fake_gpus", False, "Simulate num_gpus GPUs on the CPU (debugging)."),
+        K("num_gpus", 0, "GPUs the trainer's policies learn on (may be fractional: 0.5 is one GPU shared; 2 or "
+          "more: one model copy (tower) per GPU, each minibatch split across them).", number_in(0, 256)),
+        K("_fake_gpus", False, "Simulate the GPUs of num_gpus / num_gpus_per_worker with CPU towers (testing "
+          "multi-GPU code on a machine without one).", boolean),
         K("num_cpus_per_worker", 1, "CPUs per remote worker.", number_in(0)),
-        K("num_gpus_per_worker", 0, "GPUs per remote worker (may be fractional).", number_in(0)),
+        K("num_gpus_per_worker", 0, "GPUs per remote worker (may be fractional); its policies act and learn "
+          "there.", number_in(0, 256)),
         K("custom_resources_per_worker", {}, "Custom Ray resources per remote worker.", dict_value()),
         K("num_cpus_for_driver", 1, "CPUs for the trainer process: reserved under Tune, and the cap on torch's "
           "threads (unless OMP_NUM_THREADS is set).", number_in(0)),
@@ -717,10 +728,7 @@ DEPRECATED_KEYS: Dict[str, DeprecatedKey] = {
 # Features not in this version yet: a non-default value is an error. To enable a feature,
 # delete its row.
 # ---------------------------------------------------------------------------------------
-NOT_YET_AVAILABLE: Dict[str, str] = {
-    "num_gpus": "needs GPU learning",
-    "_fake_gpus": "needs multi-GPU learning",
-}
+NOT_YET_AVAILABLE: Dict[str, str] = {}
 
 # Where "non-default" is not plain inequality with the declared default.
 _IN_USE: Dict[str, Callable[[Any], bool]] = {}
@@ -1005,6 +1013,21 @@ def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
     check_keys(config, KEY_INDEX.values())  # parents come before their children
     check_keys(config, _not_common_checks(algo_keys))
     check_available(config)
+    _check_gpus(config)
+
+
+def _check_gpus(config: dict) -> None:
+    """`num_gpus` (the trainer's own learner) needs CUDA here, unless `_fake_gpus`. (Remote
+    workers' `num_gpus_per_worker` is checked where they run: Ray reserves the GPUs, and the
+    worker's policy refuses to start without CUDA.)"""
+    num_gpus = config.get("num_gpus") or 0
+    if num_gpus > 0 and not config.get("_fake_gpus"):
+        import torch  # only when GPUs are asked for: the config layer stays light
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"'num_gpus': {num_gpus!r} asks for GPUs, but torch sees no CUDA device on this "
+                             "machine; set '_fake_gpus': True to simulate them on the CPU (towers), or "
+                             "'num_gpus': 0 to learn on the CPU")
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple
 # name -> (module, trainer class name)
 _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "PPO": ("rlfleet.algorithms.ppo", "PPOTrainer"),
+    "DDPPO": ("rlfleet.algorithms.ddppo", "DDPPOTrainer"),
     "PG": ("rlfleet.algorithms.pg", "PGTrainer"),
     "DQN": ("rlfleet.algorithms.dqn", "DQNTrainer"),
     "SimpleQ": ("rlfleet.algorithms.dqn", "SimpleQTrainer"),
@@ -27,6 +28,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "IMPALA": ("rlfleet.algorithms.impala", "ImpalaTrainer"),
     "APPO": ("rlfleet.algorithms.appo", "APPOTrainer"),
     "APEX": ("rlfleet.algorithms.apex", "ApexTrainer"),
+    "APEX_DDPG": ("rlfleet.algorithms.apex", "ApexDDPGTrainer"),
 }
 
 

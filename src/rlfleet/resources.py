@@ -59,14 +59,15 @@ def default_resource_request(default_config: dict, config: Optional[dict]) -> Re
     """
     cf = dict(default_config, **(config or {}))
     eval_cf = cf.get("evaluation_config") or {}
+    fake = bool(cf.get("_fake_gpus"))  # simulated GPUs are CPU towers: nothing to reserve
 
     def worker_bundle(c: dict) -> Dict[str, float]:
         bundle = {"CPU": c.get("num_cpus_per_worker", cf["num_cpus_per_worker"]),
-                  "GPU": c.get("num_gpus_per_worker", cf["num_gpus_per_worker"])}
+                  "GPU": 0 if fake else c.get("num_gpus_per_worker", cf["num_gpus_per_worker"])}
         bundle.update(c.get("custom_resources_per_worker", cf.get("custom_resources_per_worker")) or {})
         return bundle
 
-    bundles = [{"CPU": cf["num_cpus_for_driver"], "GPU": cf["num_gpus"]}]
+    bundles = [{"CPU": cf["num_cpus_for_driver"], "GPU": 0 if fake else cf["num_gpus"]}]
     bundles += [worker_bundle(cf) for _ in range(int(cf["num_workers"]))]
     # Evaluation workers exist when evaluation is on (evaluation workers alone turn it on:
     # validate_config sets evaluation_interval to 1 then).

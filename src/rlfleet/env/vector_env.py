@@ -93,6 +93,7 @@ class VectorEnv:
         ends = np.zeros(n, dtype=bool)
         reset_obs: Dict[int, Any] = {}
         rules, steps = self.rules, self._steps
+        horizon = rules.horizon
         for i, env in enumerate(self.envs):
             try:
                 result = env.step(actions[i])
@@ -100,22 +101,23 @@ class VectorEnv:
                 raise env_call_error("step()", e, sub_env_index=i, step=steps[i] + 1) from e
             if not (isinstance(result, tuple) and len(result) == 5):
                 raise _bad_result("step()", result, "(obs, reward, terminated, truncated, info)", i, steps[i] + 1)
-            o, r, term, trunc, info = result
+            o, r, term, trunc, infos[i] = result
             obs[i] = o
             try:
                 rewards[i] = r
             except (TypeError, ValueError):
                 raise EnvCheckError(f"reward {r!r} of type {type(r).__name__} (a number expected)",
                                     sub_env_index=i, step=steps[i] + 1) from None
-            infos[i] = info
-            steps[i] += 1
-            end = rules.end(term, trunc, steps[i])
-            if end.over:
-                ends[i] = True
-                terminateds[i] = end.terminal
-                steps[i] = 0
-                # Soft horizon: the env goes on, the next episode starts here.
-                reset_obs[i] = _reset(env, i) if end.reset else o
+            length = steps[i] = steps[i] + 1
+            # The common step (no end, no horizon) needs no rule lookup.
+            if term or trunc or (horizon is not None and length >= horizon):
+                end = rules.end(term, trunc, length)
+                if end.over:
+                    ends[i] = True
+                    terminateds[i] = end.terminal
+                    steps[i] = 0
+                    # Soft horizon: the env goes on, the next episode starts here.
+                    reset_obs[i] = _reset(env, i) if end.reset else o
         return VectorStep(obs, rewards, terminateds, ends, reset_obs, infos)
 
     def render(self, index: int = 0):

@@ -56,7 +56,8 @@ class EpsilonGreedy:
         epsilon = self.epsilon_schedule(timestep)
         # Uniform among the allowed actions: argmax of uniform noise, -1 on masked ones.
         noise = torch.rand(q.shape, generator=generator, dtype=torch.float32)
-        noise = torch.where(q == float("-inf"), torch.full_like(noise, -1.0), noise)
+        # (masked actions have Q = -inf, or the lowest float as built-in action masking sets)
+        noise = torch.where(q <= torch.finfo(q.dtype).min, torch.full_like(noise, -1.0), noise)
         random_actions = torch.argmax(noise, dim=-1)
         pick_random = torch.rand(q.shape[0], generator=generator) < epsilon
         return torch.where(pick_random, random_actions, greedy), zeros

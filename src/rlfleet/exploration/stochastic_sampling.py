@@ -43,6 +43,10 @@ class StochasticSampling:
     def _uniform(self, dist, generator):
         batch = dist.inputs.shape[0]
         space = self.action_space
+        if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+            masked = _uniform_among_legal(dist.inputs, space, generator)
+            if masked is not None:
+                return masked
         if isinstance(space, gym.spaces.Discrete):
             actions = torch.randint(int(space.n), (batch,), generator=generator)
             return actions, torch.full((batch,), -float(np.log(space.n)))
@@ -60,6 +64,24 @@ class StochasticSampling:
 
     def set_state(self, state: dict) -> None:
         self.last_timestep = int(state.get("last_timestep", 0))
+
+
+def _uniform_among_legal(logits: torch.Tensor, space: gym.Space, generator):
+    """Uniform actions among the legal ones when action masking set some logits to the lowest
+    float (`(actions, logp)`), else None."""
+    lowest = torch.finfo(logits.dtype).min
+    if not bool((logits <= lowest).any()):
+        return None
+    groups = [int(space.n)] if isinstance(space, gym.spaces.Discrete) else [int(n) for n in np.ravel(space.nvec)]
+    actions, logp = [], torch.zeros(logits.shape[0])
+    for part in torch.split(logits, groups, dim=-1):
+        legal = part > lowest
+        legal = legal | ~legal.any(-1, keepdim=True)
+        noise = torch.rand(part.shape, generator=generator, dtype=torch.float32)
+        actions.append(torch.where(legal, noise, torch.full_like(noise, -1.0)).argmax(-1))
+        logp = logp - torch.log(legal.sum(-1).float())
+    return (actions[0] if len(actions) == 1 and isinstance(space, gym.spaces.Discrete)
+            else torch.stack(actions, -1)), logp
 
 
 def _explorations() -> dict:

@@ -92,8 +92,17 @@ class ModelCatalog:
         `custom_model_config` as keyword arguments); else a VisionNetwork for image
         observations (3-D, or 2-D with `conv_filters` set); else a FullyConnectedNetwork.
         With `use_lstm` (`use_attention`) that model is built in feature mode
-        (`num_outputs=None`) and wrapped in an LSTMWrapper (a GTrXL AttentionWrapper).
+        (`num_outputs=None`) and wrapped in an LSTMWrapper (a GTrXL AttentionWrapper). When the
+        observation holds an action mask (`model.action_mask_key`), that model sees the rest of
+        it inside an ActionMaskModel.
         """
+        from rlfleet.models.action_mask import ActionMaskModel, mask_layout
+
+        layout = mask_layout(obs_space, action_space, model_config)
+        if layout is not None:
+            return ActionMaskModel(obs_space, action_space, num_outputs, model_config, name, layout=layout,
+                                   build_inner=lambda rest: ModelCatalog.get_model(
+                                       rest, action_space, num_outputs, model_config, f"{name}_inner"))
         custom = model_config.get("custom_model")
         kwargs: dict = {}
         if custom:

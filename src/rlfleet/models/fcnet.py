@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlfleet.models.torch_model import TorchModel
+from rlfleet.models.torch_model import TorchModel, pixel_scaling
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "swish": nn.SiLU, "silu": nn.SiLU, "elu": nn.ELU}
 
@@ -69,8 +69,8 @@ class FullyConnectedNetwork(TorchModel):
         self.free_log_std = bool(model_config.get("free_log_std", False))
         in_size = int(np.prod(obs_space.shape))
 
-        # uint8 observations (small images kept as bytes) are scaled to [0, 1] here.
-        self.scale = 1.0 / 255.0 if np.dtype(obs_space.dtype) == np.uint8 else None
+        # uint8 observations (images kept as bytes) are scaled here: see `pixel_scaling`.
+        self.pixels = pixel_scaling(obs_space, model_config)
         if self.free_log_std and num_outputs:
             if num_outputs % 2:
                 raise ValueError(f"free_log_std needs an even num_outputs, got {num_outputs}")
@@ -103,8 +103,8 @@ class FullyConnectedNetwork(TorchModel):
     def forward(self, input_dict, state, seq_lens):
         obs = input_dict["obs"]
         obs = obs.reshape(obs.shape[0], -1).float()
-        if self.scale is not None:
-            obs = obs * self.scale
+        if self.pixels is not None:
+            obs = obs * self.pixels[0] + self.pixels[1]
         self._obs = obs
         self._features = self.trunk(obs)
         out = self.logits(self._features)

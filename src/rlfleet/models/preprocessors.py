@@ -377,6 +377,17 @@ class DictFlatteningPreprocessor(_FlatteningPreprocessor):
             return [obs_list[k] for k in self._keys]
         return [[o[k] for o in obs_list] for k in self._keys]
 
+    def column_slices(self) -> dict[Any, slice]:
+        """`{key: slice}`: where each value sits in the flattened observation."""
+        return {k: slice(lo, hi) for k, lo, hi in zip(self._keys, self._bounds, self._bounds[1:])}
+
+    @property
+    def observation_space(self) -> spaces.Box:
+        box = super().observation_space
+        # Models that need the structure (action masking) read it from here.
+        box.original_space = self._space
+        return box
+
     def _labels(self) -> list[str]:
         return [repr(k) for k in self._keys]
 

@@ -8,9 +8,24 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
+
 import gymnasium as gym
 import torch
 from torch import nn
+
+
+def pixel_scaling(obs_space: gym.Space, model_config: dict) -> Optional[Tuple[float, float]]:
+    """How a model turns uint8 pixels into floats: `(scale, shift)` for `x * scale + shift`.
+
+    `model.zero_mean` (default True) maps 0..255 to [-1, 1]; False maps it to [0, 1]. Other
+    observations are used as they come (None).
+    """
+    if np.dtype(obs_space.dtype) != np.uint8:
+        return None
+    if model_config.get("zero_mean", True):
+        return 2.0 / 255.0, -1.0
+    return 1.0 / 255.0, 0.0
 
 
 class TorchModel(nn.Module):

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from rlfleet.models.fcnet import activation_class, mlp, normc_init_
-from rlfleet.models.torch_model import TorchModel
+from rlfleet.models.torch_model import TorchModel, pixel_scaling
 
 # Default filter stacks by image size (height, width): chosen so that the last, "valid"
 # layer sees exactly its kernel size and outputs 1x1.
@@ -133,7 +133,8 @@ class VisionNetwork(TorchModel):
         self.vf_share_layers = bool(model_config.get("vf_share_layers", True))
         self.free_log_std = bool(model_config.get("free_log_std", False))
         no_final_linear = bool(model_config.get("no_final_linear", False)) and bool(num_outputs)
-        self.scale = 1.0 / 255.0 if np.dtype(obs_space.dtype) == np.uint8 else None
+        # uint8 observations (images kept as bytes) are scaled here: see `pixel_scaling`.
+        self.pixels = pixel_scaling(obs_space, model_config)
         in_shape = (shape[2] if len(shape) == 3 else 1, shape[0], shape[1])
 
         if self.free_log_std and num_outputs:
@@ -172,8 +173,8 @@ class VisionNetwork(TorchModel):
 
     def _to_images(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.float()
-        if self.scale is not None:
-            x = x * self.scale
+        if self.pixels is not None:
+            x = x * self.pixels[0] + self.pixels[1]
         if x.dim() == 3:  # [B, H, W] grayscale
             return x.unsqueeze(1)
         return x.permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]

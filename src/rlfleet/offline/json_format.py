@@ -19,6 +19,14 @@ A COLUMN is one of:
 - ``{"dtype": "float32", "shape": [N, 4], "codec": "lz4", "data": "<base64>"}``: the
   column's raw C-order bytes, LZ4-compressed (`lz4.block`, size stored) and base64-encoded
   (the columns of `output_compress_columns`).
+- ``{"dtype": "json", "data": [{...}, ...]}``: one JSON value per row, read back as a 1-D
+  object array: the `infos` column (each step's info dict). Values are written as JSON
+  holds them: NumPy scalars as numbers, NumPy arrays and tuples as lists (read back as
+  lists). An info entry JSON cannot hold (an arbitrary object, bytes, a dict with
+  non-string keys) is dropped from every row, with one warning per key naming it: a
+  writer on the sampling path must not stop a training run for a debugging field. Any
+  other non-numeric column is not written (one warning naming it). `infos` is written
+  uncompressed even when `output_compress_columns` names it.
 
 ``actions_normalized`` (optional) says whether `actions` are in the policy's normalized
 space (what rlfleet's samplers record: `normalize_actions`); files without it follow the
@@ -30,7 +38,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Dict, Iterable, Optional, Union
+import logging
+from typing import Any, Dict, Iterable, Optional, Set, Union
 
 import lz4.block
 import numpy as np
@@ -38,9 +47,13 @@ import numpy as np
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.utils.compression import decompress_columns
 
+logger = logging.getLogger(__name__)
+
 # NumPy dtype kinds a column may have: bool, signed / unsigned int, float.
 _KINDS = "biuf"
 CODECS = ("lz4",)
+JSON_DTYPE = "json"  # a column of JSON values (`infos`), one per row
+_warned: Set[str] = set()  # info keys and columns already warned about (warn once per process)
 
 
 class OfflineDataError(ValueError):
@@ -53,10 +66,64 @@ class OfflineDataError(ValueError):
 
 
 # --- encoding -------------------------------------------------------------------------
-def _encode_column(array: np.ndarray, compress: bool) -> Optional[Dict[str, Any]]:
+class _NotJSON(TypeError):
+    pass
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` as plain JSON types (NumPy scalars -> numbers, arrays / tuples -> lists).
+
+    Raises:
+        _NotJSON: naming the type JSON cannot hold.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.generic, np.ndarray)) and value.dtype.kind in "biufU":
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        bad = [k for k in value if not isinstance(k, str)]
+        if bad:
+            raise _NotJSON(f"a dict with non-string key {bad[0]!r}")
+        return {k: _jsonable(v) for k, v in value.items()}
+    raise _NotJSON(type(value).__name__)
+
+
+def _warn_once(tag: str, message: str, *args: Any) -> None:
+    if tag not in _warned:
+        _warned.add(tag)
+        logger.warning(message, *args)
+
+
+def _encode_infos(infos: np.ndarray) -> Dict[str, Any]:
+    """The `infos` column: one dict per row; an entry JSON cannot hold is dropped (warned once per key)."""
+    rows = []
+    for info in infos:
+        if not isinstance(info, dict):
+            info = {} if info is None else {"info": info}  # what a hand-made batch may hold
+        row = {}
+        for key, value in info.items():
+            try:
+                if not isinstance(key, str):
+                    raise _NotJSON(f"a non-string key of type {type(key).__name__}")
+                row[key] = _jsonable(value)
+            except _NotJSON as e:
+                _warn_once(f"infos/{key!r}", "output: dropping the info entry %r from the written 'infos' column: JSON "
+                           "cannot hold its value (%s); store numbers, strings, lists or dicts of them in infos to "
+                           "keep it", key, e)
+        rows.append(row)
+    return {"dtype": JSON_DTYPE, "data": rows}
+
+
+def _encode_column(array: np.ndarray, compress: bool, key: str = "") -> Optional[Dict[str, Any]]:
     array = np.asarray(array)
+    if key == SampleBatch.INFOS and array.dtype == object and array.ndim == 1:
+        return _encode_infos(array)
     if array.dtype.kind not in _KINDS:
-        return None  # object / string columns (e.g. infos) are not written
+        _warn_once(f"column/{key}", "output: column %r (dtype %s) is not written: only bool, int, float columns "
+                   "and 'infos' (dicts) are", key, array.dtype)
+        return None
     if compress:
         raw = np.ascontiguousarray(array).tobytes()
         return {"dtype": array.dtype.str, "shape": list(array.shape), "codec": "lz4",
@@ -69,7 +136,7 @@ def _encode_columns(batch: SampleBatch, compress_columns: Iterable[str]) -> Dict
     compress = set(compress_columns)
     out = {}
     for key, value in batch.items():
-        encoded = _encode_column(value, key in compress)
+        encoded = _encode_column(value, key in compress, key)
         if encoded is not None:
             out[key] = encoded
     return out
@@ -127,6 +194,14 @@ def _decode_column(value: Any, path: str, line: int, key: str) -> np.ndarray:
     if not isinstance(value, dict) or "data" not in value:
         raise OfflineDataError(path, line, f"column {key!r} is a {type(value).__name__}; expected a list or "
                                            "{'dtype', 'data'[, 'codec', 'shape']}")
+    if value.get("dtype") == JSON_DTYPE:
+        if not isinstance(value["data"], list) or "codec" in value:
+            raise OfflineDataError(path, line, f"JSON column {key!r} needs 'data', a list with one value per row, "
+                                               "and no 'codec'")
+        rows = np.empty(len(value["data"]), dtype=object)
+        for i, row in enumerate(value["data"]):  # one by one: never let NumPy split a list row
+            rows[i] = row
+        return rows
     dtype = _dtype(value.get("dtype", "float32"), path, line, key)
     codec = value.get("codec")
     if codec is None:

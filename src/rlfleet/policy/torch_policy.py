@@ -13,7 +13,6 @@ the one the `lr` / `lr_schedule` keys drive.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -22,12 +21,15 @@ import torch
 
 from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
-from rlfleet.policy.fast_inference import NumpyMLPInference, sample_numpy, supports_fast_path
+from rlfleet.policy.fast_inference import (ChunkActor, NumpyMLPInference, sample_numpy, single_threaded_blas,
+                                           supports_fast_path)
 from rlfleet.policy.nan_guard import NonFiniteGuard, grad_norm
+from rlfleet.policy.optim import build_adam, check_adam_options, clip_grad_norm, optimizer_params
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
 from rlfleet.utils.compression import decompress_columns
 from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.policy.towers import Towers, learner_devices, to_device
 from rlfleet.utils.schedules import make_schedule
 from rlfleet.utils.seeding import derive_seed
 
@@ -78,6 +80,9 @@ class TorchPolicy(Policy):
     loss_columns: Sequence[str] = (SampleBatch.OBS, SampleBatch.ACTIONS)
     # Whether acting records value predictions (`vf_preds`) for the loss.
     records_values: bool = False
+    # "mean": the loss is a mean over the batch's rows; "sum": a sum (towers.py combines
+    # the towers' gradients accordingly).
+    loss_reduction: str = "mean"
 
     def __init__(self, observation_space, action_space, config: dict, *, policy_id: str = "default_policy"):
         super().__init__(observation_space, action_space, config)
@@ -90,7 +95,9 @@ class TorchPolicy(Policy):
         self.generator = torch.Generator()
         self.generator.manual_seed(base)
         self.np_random = np.random.default_rng(base)
-        self.device = torch.device("cpu")
+        # Learner devices, one per tower (num_gpus / num_gpus_per_worker, _fake_gpus): see towers.py.
+        self.devices = learner_devices(config)
+        self.device = self.devices[0]
 
         # Model init draws from torch's global RNG; fork it so that seeding here never
         # disturbs (or depends on) anybody else's draws.
@@ -98,10 +105,17 @@ class TorchPolicy(Policy):
             torch.manual_seed(int(self.generator.initial_seed()) & 0xFFFFFFFF)
             self.dist_class, self.model = self.make_model_and_action_dist()
         self.model.to(self.device)
+        self.towers: Optional[Towers] = Towers(self.model, self.devices) if len(self.devices) > 1 else None
         self.exploration = make_exploration(config, action_space, generator=self.generator, np_random=self.np_random)
         self.lr_schedule = make_schedule(config["lr"], config.get("lr_schedule"), "lr_schedule")
         self.cur_lr = self.lr_schedule(0)
-        self.optimizers: Dict[str, torch.optim.Optimizer] = self.make_optimizers()
+        # Optimizers are built on first use (learning, get_state): a worker that only acts
+        # (remote sampling, evaluation, `rlfleet evaluate`) never builds one. The `optimizer`
+        # key is checked now, so that a bad entry fails at once.
+        check_adam_options(config.get("optimizer") or {})
+        self._optimizers: Optional[Dict[str, Any]] = None
+        self._optimizer_params: Dict[str, List[torch.Tensor]] = {}
+        self._pending_optimizer_state: Optional[Dict[str, Any]] = None
         # Gradient updates so far (one per `_step`): what `optimizers_to_step` may count with.
         self.num_grad_updates = 0
         # Skips updates with a NaN/inf loss or gradient; raises after too many in a row.
@@ -109,7 +123,8 @@ class TorchPolicy(Policy):
         callbacks_factory = config.get("callbacks")
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
-        self._fast_ok = supports_fast_path(self)
+        # The NumPy fast path reads CPU weights; on a GPU, acting runs there with torch.
+        self._fast_ok = supports_fast_path(self) and self.device.type == "cpu"
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
         self._init_recurrence(config["model"])
@@ -131,15 +146,31 @@ class TorchPolicy(Policy):
         optimizer with `make_adam` so that the `optimizer` config key reaches it."""
         return {DEFAULT_OPTIMIZER: self.make_adam(self.model.parameters(), lr=self.cur_lr)}
 
-    def make_adam(self, params, lr: float, **algorithm_defaults: Any) -> torch.optim.Adam:
+    def make_adam(self, params, lr: float, **algorithm_defaults: Any) -> Any:
         """Adam over `params` at `lr` with the algorithm's own defaults (e.g. `eps=1e-7`),
-        which the user's `optimizer` config entries override.
+        which the user's `optimizer` config entries override: `rlfleet.policy.optim.Adam`
+        (torch.optim.Adam's maths without importing torch._dynamo), or torch.optim.Adam for
+        the options only it has (see optim.build_adam).
 
         Raises:
             ValueError: naming the `optimizer` key when an entry is not an Adam argument or
                 has a value Adam rejects.
         """
         return build_adam(params, lr, algorithm_defaults, self.config.get("optimizer") or {})
+
+    @property
+    def optimizers(self) -> Dict[str, Any]:
+        """`{name: optimizer}` from `make_optimizers()`, built on first use (with any optimizer
+        state `set_state` received before then)."""
+        if self._optimizers is None:
+            self._optimizers = self.make_optimizers()
+            # Parameter lists read once, not per update (see `_step`).
+            self._optimizer_params = {name: optimizer_params(opt) for name, opt in self._optimizers.items()}
+            pending, self._pending_optimizer_state = self._pending_optimizer_state, None
+            if pending is not None:
+                for name, saved in self._saved_optimizer_states(pending).items():
+                    load_optimizer_state(self._optimizers[name], saved)
+        return self._optimizers
 
     def optimizers_to_step(self) -> List[str]:
         """The optimizers the next update steps (default: all of them); e.g. TD3 steps its
@@ -176,6 +207,8 @@ class TorchPolicy(Policy):
         input_dict, state = self._model_inputs(obs_np, state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
             dist_inputs, state_out = self.model(input_dict, state, None)
+            if self.device.type != "cpu":  # sample on the CPU, with the policy's own generator
+                dist_inputs, state_out = dist_inputs.cpu(), [s.cpu() for s in state_out]
             dist = self.dist_class(dist_inputs, self.model)
             actions, logp = self.exploration.get_exploration_action(dist, explore, timestep, self.generator)
             extra = {
@@ -184,19 +217,46 @@ class TorchPolicy(Policy):
                 SampleBatch.ACTION_PROB: torch.exp(logp).numpy(),
             }
             if self.records_values:
-                extra[SampleBatch.VF_PREDS] = self.model.value_function().numpy()
+                extra[SampleBatch.VF_PREDS] = self.model.value_function().cpu().numpy()
         return actions.numpy(), [s.numpy() for s in state_out], extra
 
-    def _compute_actions_numpy(self, obs: np.ndarray, explore: bool, timestep: int):
-        # Same distribution as the torch path, a fraction of the dispatch cost (see
-        # fast_inference.py). Parameter versions tell when the snapshot went stale.
-        key = tuple(p._version for p in self.model.parameters())
+    def _numpy_net(self) -> Optional[NumpyMLPInference]:
+        """The NumPy snapshot of the model, rebuilt when a parameter changed in place (its
+        `_version`; the parameter list is cached: walking the modules per step cost more
+        than the forward pass). None when the model has layers it cannot copy."""
+        params = self.__dict__.get("_fast_params")
+        if params is None or params[0] is not self.model:
+            params = self._fast_params = (self.model, list(self.model.parameters()))
+        key = tuple(p._version for p in params[1])
         if self._fast is None or key != self._fast_key:
             self._fast = NumpyMLPInference(self.model)
             self._fast_key = key
             if not self._fast.ok:
                 self._fast_ok = False
-                return self.compute_actions(obs, explore=explore, timestep=timestep)
+                return None
+        return self._fast
+
+    def chunk_actor(self, explore: bool, timestep: int, steps: int, num_envs: int) -> Optional[ChunkActor]:
+        """The sampler's fast path for one chunk of at most `steps` steps of `num_envs` envs
+        (`fast_inference.ChunkActor`: per step only the action; log-likelihoods and values
+        once per chunk), or None where `compute_actions` must run step by step (recurrent
+        or non-MLP models, other exploration, random warm-up steps, a subclass acting its
+        own way)."""
+        if (not self._fast_ok or timestep < self.exploration.random_timesteps
+                or type(self).compute_actions is not TorchPolicy.compute_actions):
+            return None
+        net = self._numpy_net()
+        if net is None:
+            return None
+        self.exploration.last_timestep = timestep
+        explore = self.config.get("explore", True) if explore is None else explore
+        return ChunkActor(net, self.dist_class, self.np_random, explore, steps, num_envs)
+
+    def _compute_actions_numpy(self, obs: np.ndarray, explore: bool, timestep: int):
+        # Same distribution as the torch path, a fraction of the dispatch cost (see
+        # fast_inference.py).
+        if self._numpy_net() is None:
+            return self.compute_actions(obs, explore=explore, timestep=timestep)
         self.exploration.last_timestep = timestep
         dist_inputs, values = self._fast(obs)
         actions, logp = sample_numpy(self.dist_class, dist_inputs, explore, self.np_random)
@@ -215,10 +275,13 @@ class TorchPolicy(Policy):
         the state going into them and the previous actions / rewards)."""
         if len(obs) == 0:
             return np.zeros(0, np.float32)
+        if self._fast_ok and not state_batches and self._numpy_net() is not None:
+            with single_threaded_blas():  # the NumPy snapshot acting uses: see fast_inference.py
+                return self._fast.values(_obs_array(obs))
         input_dict, state = self._model_inputs(_obs_array(obs), state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
             self.model(input_dict, state, None)
-            return self.model.value_function().numpy()
+            return self.model.value_function().cpu().numpy()
 
     # --- recurrent models ------------------------------------------------------------
     def _init_recurrence(self, model_config: dict) -> None:
@@ -270,6 +333,9 @@ class TorchPolicy(Policy):
             state = [torch.as_tensor(np.asarray(s, np.float32)) for s in state_batches]
         else:
             state = [torch.as_tensor(np.broadcast_to(s, (n, *s.shape)).copy()) for s in self._initial_state]
+        if self.device.type != "cpu":
+            input_dict = {k: to_device(v, self.device) for k, v in input_dict.items()}
+            state = [to_device(s, self.device) for s in state]
         return input_dict, state
 
     @property
@@ -304,27 +370,38 @@ class TorchPolicy(Policy):
         if self.is_recurrent():
             padded = pad_batch_to_sequences(batch, self.max_seq_len, columns, self.num_state_tensors())
             self._seq_row_columns = tuple(columns) + (SEQ_MASK,)
-            return {k: torch.as_tensor(v).to(self.device) for k, v in padded.items()}
-        return {c: torch.as_tensor(batch[c]).to(self.device) for c in columns}
+            return {k: to_device(torch.as_tensor(v), self.device) for k, v in padded.items()}
+        # Once per train batch (pinned memory on a GPU), never per minibatch.
+        return {c: to_device(torch.as_tensor(batch[c]), self.device) for c in columns}
 
     def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """One gradient update: every optimizer `optimizers_to_step()` names steps on its own
         loss's gradient (clipped to `grad_clip`), unless a loss or gradient is not finite:
-        then none steps (see policy/nan_guard.py). Returns the detached stats."""
-        if self.is_recurrent():
-            tensors = {k: v.reshape(-1, *v.shape[2:]) if k in self._seq_row_columns else v for k, v in tensors.items()}
-        losses, stats = self.loss(self.model, self.dist_class, tensors)
+        then none steps (see policy/nan_guard.py). Returns the detached stats.
+
+        With several towers (towers.py) `tensors` may be a `ShardedBatch`; each tower
+        backpropagates its shard and the gradients are combined before the step."""
         names = self.optimizers_to_step()
-        losses = self._losses_by_optimizer(losses, names)
-        for name in names:
-            self.optimizers[name].zero_grad(set_to_none=True)
-        self._backward(losses, names)
+        if self.towers is not None:
+            for name in names:
+                self.optimizers[name].zero_grad(set_to_none=True)
+            losses, stats = self.towers.gradients(self, tensors, names)
+        else:
+            if self.is_recurrent():
+                tensors = {k: v.reshape(-1, *v.shape[2:]) if k in self._seq_row_columns else v
+                           for k, v in tensors.items()}
+            losses, stats = self.loss(self.model, self.dist_class, tensors)
+            losses = self._losses_by_optimizer(losses, names)
+            for name in names:
+                self.optimizers[name].zero_grad(set_to_none=True)
+            self._backward(losses, names)
+        self.reduce_gradients(names)
         grad_clip = self.config.get("grad_clip")
         norms = {}
         for name in names:
-            params = _params(self.optimizers[name])
+            params = self._optimizer_params[name]
             if grad_clip is not None:
-                norms[name] = stats[_gnorm_stat(name)] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+                norms[name] = stats[_gnorm_stat(name)] = clip_grad_norm(params, grad_clip)
             else:
                 norms[name] = grad_norm(params)
         if self.nonfinite_guard.ok({name: losses[name] for name in names}, norms, stats):
@@ -332,6 +409,10 @@ class TorchPolicy(Policy):
                 self.optimizers[name].step()
             self.num_grad_updates += 1
         return {k: v.detach() if torch.is_tensor(v) else torch.as_tensor(v) for k, v in stats.items()}
+
+    def reduce_gradients(self, names: List[str]) -> None:
+        """Called between backprop and the optimizers' step, with the gradients in the
+        parameters of the optimizers `names`; DD-PPO all-reduces them across its workers."""
 
     def _losses_by_optimizer(self, losses, names: List[str]) -> Dict[str, torch.Tensor]:
         if not isinstance(losses, dict):
@@ -353,7 +434,7 @@ class TorchPolicy(Policy):
             losses[names[0]].backward()
             return
         for i, name in enumerate(names):
-            params = [p for p in _params(self.optimizers[name]) if p.requires_grad]
+            params = [p for p in self._optimizer_params[name] if p.requires_grad]
             if params:
                 torch.autograd.backward(losses[name], inputs=params, retain_graph=i < len(names) - 1)
 
@@ -369,7 +450,7 @@ class TorchPolicy(Policy):
             self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
         stats = self._step(self.to_tensors(samples))
         if "td_error" in stats:
-            td_error = stats.pop("td_error").numpy()
+            td_error = stats.pop("td_error").cpu().numpy()
             # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
             result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(
                 td_error, nan=0.0, posinf=0.0, neginf=0.0)
@@ -397,6 +478,8 @@ class TorchPolicy(Policy):
         if self._learn_hook:
             self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
         tensors = self.to_tensors(samples)
+        if self.towers is not None:
+            self.towers.load(tensors)  # the train batch on every tower's device, once
         n = samples.count
         if self.is_recurrent():
             # Minibatches of whole sequences, about `minibatch_size` real steps each.
@@ -408,12 +491,19 @@ class TorchPolicy(Policy):
         for _ in range(int(num_sgd_iter)):
             order = torch.from_numpy(self.np_random.permutation(n)) if shuffle else torch.arange(n)
             last_pass = []
+            # One gather per column and pass, then each minibatch a slice (a view, no copy);
+            # a pass of one minibatch takes the rows as they are (its mean does not depend on
+            # their order; the permutation is still drawn, so the RNG stream stays the same).
+            rows = None
+            if self.towers is None:
+                rows = tensors if minibatch_size >= n or not shuffle else {k: v[order] for k, v in tensors.items()}
             # Drop a ragged tail smaller than half a minibatch: its gradient is mostly noise.
             for start in range(0, n, minibatch_size):
-                idx = order[start:start + minibatch_size]
-                if len(idx) < minibatch_size // 2 and start > 0:
+                end = min(start + minibatch_size, n)
+                if end - start < minibatch_size // 2 and start > 0:
                     continue
-                step_stats = self._step({k: v[idx] for k, v in tensors.items()})
+                step_stats = self._step(self.towers.minibatch(order[start:end]) if rows is None
+                                        else {k: v[start:end] for k, v in rows.items()})
                 # Per-sample TD errors of one minibatch mean nothing averaged over a pass.
                 step_stats.pop("td_error", None)
                 last_pass.append(step_stats)
@@ -427,7 +517,7 @@ class TorchPolicy(Policy):
         lr = self.lr_schedule(self.global_timestep)
         if lr != self.cur_lr:
             self.cur_lr = lr
-            scheduled = self.optimizers.get(DEFAULT_OPTIMIZER)
+            scheduled = (self._optimizers or {}).get(DEFAULT_OPTIMIZER)  # one built later starts at cur_lr
             for group in scheduled.param_groups if scheduled is not None else []:
                 group["lr"] = lr
 
@@ -470,8 +560,13 @@ class TorchPolicy(Policy):
         self.num_grad_updates = int(state.get("num_grad_updates", state.get("num_critic_updates", 0)))
         if "exploration" in state:
             self.exploration.set_state(state["exploration"])
-        for name, saved in self._saved_optimizer_states(state).items():
-            load_optimizer_state(self.optimizers[name], saved)
+        saved_optimizers = {k: v for k, v in state.items() if k == "optimizers" or k.endswith("optimizer")}
+        if self._optimizers is None:
+            # Not built yet (a worker that may only act): applied when they are.
+            self._pending_optimizer_state = saved_optimizers or None
+        else:
+            for name, saved in self._saved_optimizer_states(saved_optimizers).items():
+                load_optimizer_state(self._optimizers[name], saved)
         if "rng" in state:
             self._set_rng_state(state["rng"])
         self.on_global_var_update({"timestep": self.global_timestep})
@@ -532,34 +627,9 @@ class TorchPolicy(Policy):
         self.np_random.bit_generator.state = np.random.default_rng(seed).bit_generator.state
 
 
-def _params(optimizer: torch.optim.Optimizer) -> List[torch.Tensor]:
-    return [p for group in optimizer.param_groups for p in group["params"]]
-
-
 def _gnorm_stat(name: str) -> str:
     # "grad_gnorm" for the single default optimizer, as RLlib reports it.
     return "grad_gnorm" if name == DEFAULT_OPTIMIZER else f"{name}_gnorm"
-
-
-def build_adam(params, lr: float, algorithm_defaults: Dict[str, Any], user_options: Dict[str, Any]
-              ) -> torch.optim.Adam:
-    """`torch.optim.Adam(params, lr=lr, **algorithm_defaults, **user_options)`, the user's
-    options (the `optimizer` config key) checked first.
-
-    Raises:
-        ValueError: naming the `optimizer` key for an entry Adam does not take (or `lr`,
-            which has its own keys), or a value Adam rejects.
-    """
-    allowed = sorted(set(inspect.signature(torch.optim.Adam).parameters) - {"self", "params", "lr"})
-    unknown = sorted(set(user_options) - set(allowed))
-    if unknown:
-        hint = " (set learning rates with `lr` or the algorithm's learning-rate keys)" if "lr" in unknown else ""
-        raise ValueError(f"'optimizer': {user_options!r} has entries {unknown} that torch.optim.Adam does not take"
-                         f"{hint}; use only {allowed}")
-    try:
-        return torch.optim.Adam(params, lr=lr, **{**algorithm_defaults, **user_options})
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"'optimizer': {user_options!r} is not valid for torch.optim.Adam: {err}") from err
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> Dict[str, Any]:

@@ -91,16 +91,22 @@ class MultiAgentSampler:
         """One MultiAgentBatch (see the module docstring for its size)."""
         target = self.settings.fragment_length * self.num_envs
         env_steps = 0
+        finished_seen, done = -1, 0
         while True:
             env_steps += self._step()
             if self.settings.complete_episodes:
-                done = sum(e.num_rows if self.settings.count_agent_steps else e.length for e in self._finished)
+                if len(self._finished) != finished_seen:  # recounted only when an episode ended
+                    finished_seen = len(self._finished)
+                    done = sum(e.num_rows if self.settings.count_agent_steps else e.length for e in self._finished)
                 if done >= target:
                     return self._build(self._finished, env_steps=sum(e.length for e in self._finished))
             else:
-                ready = (sum(e.num_rows for e in self._finished)
-                         + sum(e.num_rows for e in self._episodes if e is not None))
-                if (ready if self.settings.count_agent_steps else env_steps) >= target:
+                if self.settings.count_agent_steps:
+                    ready = (sum(e.num_rows for e in self._finished)
+                             + sum(e.num_rows for e in self._episodes if e is not None))
+                else:  # env steps: no need to walk the episodes every step
+                    ready = env_steps
+                if ready >= target:
                     live = [e for e in self._episodes if e is not None and e.num_rows]
                     return self._build(self._finished + live, env_steps=env_steps)
 

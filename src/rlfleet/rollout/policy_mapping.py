@@ -6,6 +6,7 @@ when it builds or changes its policies.
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 import gymnasium as gym
@@ -45,15 +46,41 @@ def _takes_episode(fn: Callable) -> bool:
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
-def call_mapping_fn(fn: Callable, agent_id, episode, worker) -> str:
-    """`fn(agent_id, episode, worker=worker)`; old one-argument functions get `agent_id` only."""
+def _calling_convention(fn: Callable) -> str:
+    """How `call_mapping_fn` calls `fn`: "agent", "episode" or "worker" (read once per
+    function: `inspect.signature` costs more than a sampler step)."""
+    try:
+        cached = _CONVENTIONS.get(fn)
+    except TypeError:  # not weak-referenceable / hashable: look it up every time
+        cached = None
+    if cached is not None:
+        return cached
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         params = {}
     if not _takes_episode(fn):
-        pid = fn(agent_id)
+        convention = "agent"
     elif not params or "worker" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        convention = "worker"
+    else:
+        convention = "episode"
+    try:
+        _CONVENTIONS[fn] = convention
+    except TypeError:
+        pass
+    return convention
+
+
+_CONVENTIONS: "weakref.WeakKeyDictionary[Callable, str]" = weakref.WeakKeyDictionary()
+
+
+def call_mapping_fn(fn: Callable, agent_id, episode, worker) -> str:
+    """`fn(agent_id, episode, worker=worker)`; old one-argument functions get `agent_id` only."""
+    convention = _calling_convention(fn)
+    if convention == "agent":
+        pid = fn(agent_id)
+    elif convention == "worker":
         pid = fn(agent_id, episode, worker=worker)
     else:
         pid = fn(agent_id, episode)

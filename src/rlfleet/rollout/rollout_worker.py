@@ -284,6 +284,9 @@ class RolloutWorker:
             self.callbacks.on_sample_end(worker=self, samples=batch)
         if self.output_writer is not None:
             self.output_writer.write(batch)
+            # `infos` (object dtype, recorded for the writer only) never reaches a learner.
+            for part in (batch.policy_batches.values() if hasattr(batch, "policy_batches") else [batch]):
+                part.pop(SampleBatch.INFOS, None)
         return batch
 
     def sample_with_count(self):

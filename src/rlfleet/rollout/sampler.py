@@ -25,6 +25,7 @@ from rlfleet.env.checks import (EnvCheckError, EnvError, ObsBatchCheck, env_call
                                 reward_problem)
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
+from rlfleet.policy.fast_inference import single_threaded_blas
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
@@ -79,6 +80,8 @@ class SingleAgentSampler:
         self.num_envs = vector_env.num_envs
         self.action_space = vector_env.action_space
         self._act_shape, self._act_dtype = _action_layout(self.action_space)
+        space = self.action_space
+        self._int_actions = isinstance(space, gym.spaces.Discrete) and not int(space.start)
         self._hooks = {
             name: callbacks.overrides(name)
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
@@ -222,11 +225,13 @@ class SingleAgentSampler:
                 raise self._located(EnvCheckError(problem), i, int(step), episode)
 
     def _transform(self, raw_obs: List, steps) -> np.ndarray:
-        """The preprocessed observations of every sub-env (each at its episode's `steps[i]`)."""
+        """The preprocessed observations of every sub-env (each at its episode's `steps[i]`;
+        None: the step after the current one)."""
         try:
             return self.preprocessor.transform_batch(raw_obs)
         except Exception as e:
             # Say which observation the preprocessor could not read, and why.
+            steps = self._ep_len + 1 if steps is None else steps
             self._check_each(raw_obs, range(len(raw_obs)), steps)
             raise self._located(EnvCheckError(
                 f"the preprocessor {self.preprocessor} could not read the observations: {e}")) from e
@@ -303,11 +308,17 @@ class SingleAgentSampler:
         }
         for key, value in extra.items():
             b[key] = np.zeros((T, n, *value.shape[1:]), value.dtype)
+        if self.settings.record_infos:  # for `output` only (see SamplerSettings.record_infos)
+            b[SB.INFOS] = np.empty((T, n), object)
         self._buffers = b
         self._extra_keys = tuple(extra)
 
     def _collect(self, stop: Callable[[], bool]) -> int:
         """Steps all sub-envs up to one chunk; returns the number of rows written."""
+        with single_threaded_blas():  # small products: see fast_inference.single_threaded_blas
+            return self._collect_chunk(stop)
+
+    def _collect_chunk(self, stop: Callable[[], bool]) -> int:
         if self._failed is not None:
             raise self._failed.with_context()
         if self._cur_obs is None:
@@ -317,31 +328,56 @@ class SingleAgentSampler:
         explore, n = self.settings.explore, self.num_envs
         clipper = self.settings.reward_clipper
         normalize, clip = self.settings.normalize_actions, self.settings.clip_actions
+        action_space = self.action_space
+        int_actions = self._int_actions
         hooks = self._hooks
+        step_hook = hooks["on_episode_step"]
+        render = self.settings.render
+        obs_filter = self.filter
         perf = self._perf
         clock = time.perf_counter
         T = self._chunk_len
+        # The fast path (a feed-forward MLP policy): per step only the actions; the
+        # log-likelihoods and values of the whole chunk come in one vectorised pass at its end.
+        actor = None
+        chunk_actor = getattr(policy, "chunk_actor", None)
+        if chunk_actor is not None and not self._recurrent:
+            actor = chunk_actor(explore, policy.global_timestep + self.steps_since_sync, T, n)
         rows = 0
+        inference = env_wait = processing = 0.0
+        b: Dict[str, np.ndarray] = self._buffers
         for t in range(T):
             t0 = clock()
-            if self._recurrent:
+            cur_obs = self._cur_obs
+            if actor is not None:
+                actions, dist_inputs = actor.act(cur_obs)
+                extra = {SB.ACTION_DIST_INPUTS: dist_inputs}
+            elif self._recurrent:
                 actions, extra = self._act_recurrent(explore)
             else:
                 actions, _, extra = policy.compute_actions(
-                    self._cur_obs, explore=explore, timestep=policy.global_timestep + self.steps_since_sync
+                    cur_obs, explore=explore, timestep=policy.global_timestep + self.steps_since_sync
                 )
             t1 = clock()
-            if not self._buffers:
-                self._alloc(extra)
-            b = self._buffers
-            b[SB.OBS][t] = self._cur_obs
-            b[SB.ACTIONS][t] = actions
-            for key in self._extra_keys:
-                b[key][t] = extra[key]
-            b[SB.EPS_ID][t] = self._eps_id
-            b[SB.T][t] = self._ep_len
+            if not b:
+                self._alloc(extra if actor is None else self._actor_columns(actor, dist_inputs))
+                b = self._buffers
+            if t == 0:  # the buffers' rows, read once per chunk
+                obs_buf, next_obs_buf, act_buf = b[SB.OBS], b[SB.NEXT_OBS], b[SB.ACTIONS]
+                rew_buf, term_buf, done_buf = b[SB.REWARDS], b[SB.TERMINATEDS], b[SB.DONES]
+                eps_buf, t_buf = b[SB.EPS_ID], b[SB.T]
+                info_buf = b.get(SB.INFOS)
+                extra_bufs = [(key, b[key]) for key in (extra if actor is not None else self._extra_keys)]
+            obs_buf[t] = cur_obs
+            act_buf[t] = actions
+            for key, buf in extra_bufs:
+                buf[t] = extra[key]
+            eps_buf[t] = self._eps_id
+            t_buf[t] = self._ep_len
             try:
-                step = venv.step(env_actions(actions, self.action_space, normalize, clip))
+                # Discrete actions go to the envs as Python ints, as a plain Gymnasium loop
+                # passes them (`Discrete.contains` takes 3x longer for a NumPy integer).
+                step = venv.step(actions.tolist() if int_actions else env_actions(actions, action_space, normalize, clip))
             except EnvError as e:
                 raise self._located(e) from e.__cause__
             except Exception as e:  # e.g. a remote sub-env's error, arriving through Ray
@@ -350,44 +386,78 @@ class SingleAgentSampler:
             rewards = step.rewards
             if self._detailed_checks:
                 self._check_each(step.obs, range(n), self._ep_len + 1)
-            obs = self._transform(step.obs, self._ep_len + 1)
+            obs = self._transform(step.obs, None)
             if self._step_checks and not self._step_ok(obs, rewards):
                 self._explain_step(step.obs, rewards, obs)
-            b[SB.REWARDS][t] = clipper(rewards) if clipper is not None else rewards
+            rew_buf[t] = clipper(rewards) if clipper is not None else rewards
             if self._recurrent:
                 self._prev_actions[:] = actions
-                self._prev_rewards[:] = b[SB.REWARDS][t]
-            b[SB.TERMINATEDS][t] = step.terminateds
-            b[SB.DONES][t] = step.ends
-            next_obs = self.filter.apply_batch(obs)
-            b[SB.NEXT_OBS][t] = next_obs
+                self._prev_rewards[:] = rew_buf[t]
+            term_buf[t] = step.terminateds
+            done_buf[t] = step.ends
+            if info_buf is not None:
+                for i, info in enumerate(step.infos):
+                    info_buf[t, i] = info
+            next_obs = obs_filter.apply_batch(obs)
+            next_obs_buf[t] = next_obs
             self._ep_len += 1
             self._ep_ret += rewards
             self.steps_since_sync += n
-            if hooks["on_episode_step"]:
+            if step_hook:
                 self._episode_step(step, actions, next_obs)
             if step.reset_obs:
                 for i, raw in step.reset_obs.items():
                     self._end_episode(i)
-                    next_obs[i] = self.filter(self._first_obs(i, raw))
+                    next_obs[i] = obs_filter(self._first_obs(i, raw))
                     if self._recurrent:
                         self._reset_recurrent(i)
                     self._new_episode(i, raw)
-            if self.settings.render:
+            if render:
                 venv.render(0)
             self._cur_obs = next_obs
             rows = t + 1
-            perf["inference"] += t1 - t0
-            perf["env_wait"] += t2 - t1
-            perf["processing"] += clock() - t2
-            perf["steps"] += 1
+            t3 = clock()
+            inference += t1 - t0
+            env_wait += t2 - t1
+            processing += t3 - t2
             if stop():
                 break
+        perf["inference"] += inference
+        perf["env_wait"] += env_wait
+        perf["processing"] += processing
+        perf["steps"] += rows
+        if actor is not None and rows:
+            t0 = clock()
+            self._finish_chunk(actor, rows)
+            perf["inference"] += clock() - t0
         if self._bounds_per_chunk and self._step_checks and rows:
             b = self._buffers
             if not (self._obs_check.ok(b[SB.OBS][:rows]) and self._obs_check.ok(b[SB.NEXT_OBS][:rows])):
                 self._explain_chunk(rows)
         return rows
+
+    def _actor_columns(self, actor, dist_inputs: np.ndarray) -> Dict[str, np.ndarray]:
+        """Example rows of the columns the fast path records (to size the buffers): what
+        `compute_actions` would have returned."""
+        n = len(dist_inputs)
+        cols = {SB.ACTION_DIST_INPUTS: dist_inputs, SB.ACTION_LOGP: np.zeros(n, np.float32),
+                SB.ACTION_PROB: np.zeros(n, np.float32)}
+        if getattr(self.policy, "records_values", False):
+            cols[SB.VF_PREDS] = np.zeros(n, np.float32)
+        return cols
+
+    def _finish_chunk(self, actor, rows: int) -> None:
+        """The fast path's per-chunk columns: log-likelihoods and probabilities of the actions
+        taken, and value predictions, over the chunk's first `rows` rows at once."""
+        b = self._buffers
+        n = self.num_envs
+        dist_inputs = b[SB.ACTION_DIST_INPUTS][:rows].reshape(rows * n, -1)
+        logp = actor.logp(dist_inputs, b[SB.ACTIONS][:rows].reshape(rows * n, -1))
+        b[SB.ACTION_LOGP][:rows] = logp.reshape(rows, n)
+        b[SB.ACTION_PROB][:rows] = np.exp(logp).reshape(rows, n)
+        if SB.VF_PREDS in b:
+            obs = b[SB.OBS][:rows]
+            b[SB.VF_PREDS][:rows] = actor.values(obs.reshape(rows * n, *obs.shape[2:])).reshape(rows, n)
 
     def _act_recurrent(self, explore: bool):
         """One batched step of a recurrent policy; the state and previous action / reward

@@ -61,6 +61,8 @@ class SamplerSettings:
         worker_index: the owning worker's index (0: the trainer's own worker).
         check_env_steps: not `disable_env_checking`: check every step's observations and
             rewards after the first episode too (see `rlfleet.env.checks`).
+        record_infos: record each step's info dict in an `infos` column (object dtype),
+            for `output` to write; the worker drops the column after writing.
     """
 
     fragment_length: int
@@ -78,6 +80,7 @@ class SamplerSettings:
     env_id: Optional[str] = None
     worker_index: int = 0
     check_env_steps: bool = True
+    record_infos: bool = False
 
     @classmethod
     def from_config(cls, config: dict, *, is_atari: bool = False, worker_index: int = 0) -> "SamplerSettings":
@@ -98,6 +101,7 @@ class SamplerSettings:
             env_id=env_name(config.get("env")),
             worker_index=int(worker_index),
             check_env_steps=not config.get("disable_env_checking", False),
+            record_infos=config.get("output") is not None,
         )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.placement import bundle_is_placed, bundle_options, release_group, reserve_worker_group
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn
 from rlfleet.rollout.rollout_worker import RolloutWorker
 from rlfleet.utils.filters import FilterManager
@@ -109,6 +110,8 @@ class WorkerSet:
         self._remote_index: List[int] = []
         self._remote_cls = None
         self._ray = None
+        self._placement_group = None  # the initial workers' own group (placement_strategy), outside Tune
+        self._bundle_of: Dict[int, int] = {}  # worker index -> its bundle in that group
         self._pending_metrics: List[Any] = []
         # Asynchronous requests in flight: object ref -> (actor key, worker index).
         self._in_flight: Dict[Any, Tuple[Any, int]] = {}
@@ -143,6 +146,7 @@ class WorkerSet:
         except BaseException:
             for handle in self._remote:  # do not leave actors behind
                 self._ray.kill(handle)
+            release_group(self._ray, self._placement_group)
             raise
 
     # --- access ------------------------------------------------------------------
@@ -449,12 +453,21 @@ class WorkerSet:
         if self._ray is None:
             self._ray = init_ray(num_cpus=_cpus_wanted(cfg, self._num_workers))
             _check_resources(self._ray, cfg, len(indices))
+            # The initial workers start in a group of their own with `placement_strategy`
+            # (rollout/placement.py); a replacement takes its predecessor's bundle.
+            self._placement_group = reserve_worker_group(self._ray, cfg, len(indices))
+            if self._placement_group is not None:
+                self._bundle_of = {i: k for k, i in enumerate(indices)}
         ray = self._ray
+        placed = [bundle_options(self._placement_group, self._bundle_of[i])
+                  if i in self._bundle_of and bundle_is_placed(ray, self._placement_group, self._bundle_of[i])
+                  else {} for i in indices]
         if self._remote_cls is None:
             self._remote_cls = ray.remote(RolloutWorker)
         options: Dict[str, Any] = {
             "num_cpus": cfg["num_cpus_per_worker"],
-            "num_gpus": cfg["num_gpus_per_worker"],
+            # _fake_gpus: the workers' "GPUs" are CPU towers; Ray reserves none.
+            "num_gpus": 0 if cfg.get("_fake_gpus") else cfg["num_gpus_per_worker"],
             "max_restarts": 0,  # failures are handled by the trainer (ignore/recreate)
         }
         if cfg.get("custom_resources_per_worker"):
@@ -465,11 +478,11 @@ class WorkerSet:
             options["runtime_env"] = {"env_vars": env_vars}
         config_ref = ray.put(cfg)
         new = [
-            self._remote_cls.options(**options).remote(
+            self._remote_cls.options(**options, **placement).remote(
                 env_creator=self._env_creator, policy_class=self._policy_class, config=config_ref,
                 worker_index=i, num_workers=self._num_workers, log_dir=self.logdir,
             )
-            for i in indices
+            for i, placement in zip(indices, placed)
         ]
         for handle, index in zip(new, indices):
             self._remote.append(handle)
@@ -534,6 +547,8 @@ class WorkerSet:
         of `from_worker` (default: the local worker).
         """
         new = self._add(list(indices))
+        if self._placement_group is not None:
+            new = self._restart_if_died(new, list(indices))
         from_worker = from_worker or self._local
         changes, local = self.policy_changes(), self._local
         if changes:
@@ -547,6 +562,21 @@ class WorkerSet:
         filters = self._ray.put(from_worker.get_filters())
         self._ray.get([w.set_weights.remote(weights, global_vars) for w in new]
                       + [w.sync_filters.remote(filters) for w in new])
+
+    def _restart_if_died(self, new: List[Any], indices: List[int]) -> List[Any]:
+        """Waits for replacements to start. One put in its predecessor's bundle may die with
+        the node that bundle was on, when Ray had not noticed the node's death yet; it is then
+        started once more (in the bundle rescheduled elsewhere, else outside the group)."""
+        try:
+            self._ray.get([w.apply.remote(_noop) for w in new])
+            return new
+        except self._ray.exceptions.RayActorError:
+            logger.warning("A replacement worker died on start (its placement-group bundle was on a node that "
+                           "died); starting it again")
+        dead = {_actor_key(h) for h in new}
+        self.kill_actors(new)
+        self.reset([h for h in self._remote if _actor_key(h) not in dead])
+        return self._add(indices)
 
     def _mapping_after(self, changes: List[Tuple[str, Dict[str, Any]]]) -> Callable:
         """The mapping a new worker has once `changes` are replayed on it."""
@@ -564,6 +594,7 @@ class WorkerSet:
         if self._local is not None:
             self._local.stop()
         if not self._remote:
+            release_group(self._ray, self._placement_group)
             return
         ray = self._ray
         refs = [w.stop.remote() for w in self._remote]
@@ -574,6 +605,8 @@ class WorkerSet:
             except Exception:  # already gone
                 pass
         self._remote, self._remote_index, self._pending_metrics = [], [], []
+        release_group(ray, self._placement_group)
+        self._placement_group = None
 
 
 def _cpus_wanted(config: dict, num_workers: int) -> float:
@@ -588,7 +621,7 @@ def _cpus_wanted(config: dict, num_workers: int) -> float:
 
 def _check_resources(ray, config: dict, num_workers: int) -> None:
     """GPUs and custom resources the workers ask for must exist, else actors wait forever."""
-    wanted = {"GPU": num_workers * float(config["num_gpus_per_worker"])}
+    wanted = {"GPU": 0.0 if config.get("_fake_gpus") else num_workers * float(config["num_gpus_per_worker"])}
     for name, amount in (config.get("custom_resources_per_worker") or {}).items():
         wanted[name] = num_workers * float(amount)
     have = ray.cluster_resources()
@@ -598,6 +631,7 @@ def _check_resources(ray, config: dict, num_workers: int) -> None:
             message = (f"'{key}' asks for {amount:g} {name} in total for {num_workers} remote workers, but the "
                        f"Ray cluster has {have.get(name, 0):g}")
             if started_here():
+                fake = " or set '_fake_gpus': True to simulate GPUs on the CPU," if name == "GPU" else ""
                 raise ValueError(message + " (a local Ray started by rlfleet: set RAY_ADDRESS to a cluster "
-                                           "that has them, or lower the request)")
+                                           f"that has them,{fake} or lower the request)")
             logger.warning("%s; the workers wait until the cluster provides them (e.g. an autoscaler).", message)

@@ -55,6 +55,7 @@ class A2CTorchPolicy(TorchPolicy):
     """Acts stochastically, records values, and learns with `actor_critic_loss`."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)
+    loss_reduction = "sum"  # actor_critic_loss sums over rows (towers add their shards' sums)
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         super().__init__(observation_space, action_space, config, **kwargs)

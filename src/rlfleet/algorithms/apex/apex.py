@@ -59,6 +59,17 @@ ALGO_KEYS: List[ConfigKey] = with_defaults(
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
+def validate_apex(name: str, config: dict) -> None:
+    """Ape-X's cross-key rules (APEX and APEX_DDPG)."""
+    if config.get("store_buffer_in_checkpoints"):
+        raise ValueError(f"'store_buffer_in_checkpoints': True is not available yet for {name} (its "
+                         "replay lives in shards); set it to False")
+    if config.get("training_intensity") is not None and config["num_workers"] > 0:
+        raise ValueError(f"'training_intensity': {config['training_intensity']} applies only with "
+                         "'num_workers': 0; with remote workers the learner replays as fast as it can "
+                         "(set it to None)")
+
+
 class _Learner(threading.Thread):
     """Learns on `(shard index, {policy_id: batch})` items from `inqueue`; puts
     `(shard index, {policy_id: (indexes, priorities)}, infos, rows, target_updated)` on
@@ -112,13 +123,7 @@ class ApexTrainer(DQNTrainer):
 
     def validate_algorithm_config(self, config: dict) -> None:
         super().validate_algorithm_config(config)
-        if config.get("store_buffer_in_checkpoints"):
-            raise ValueError(f"'store_buffer_in_checkpoints': True is not available yet for {self._name} (its "
-                             "replay lives in shards); set it to False")
-        if config.get("training_intensity") is not None and config["num_workers"] > 0:
-            raise ValueError(f"'training_intensity': {config['training_intensity']} applies only with "
-                             "'num_workers': 0; with remote workers the learner replays as fast as it can "
-                             "(set it to None)")
+        validate_apex(self._name, config)
 
     def setup(self, config: dict) -> None:
         super().setup(config)

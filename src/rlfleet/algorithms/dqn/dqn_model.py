@@ -19,6 +19,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from rlfleet.models.action_mask import mask_layout
 from rlfleet.models.fcnet import mlp
 from rlfleet.models.torch_model import TorchModel
 
@@ -134,6 +135,13 @@ class DQNModel(TorchModel):
     def __init__(self, obs_space, action_space, num_outputs, model_config, name, *, q_config: dict):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         self.num_atoms = int(q_config["num_atoms"])
+        # With an action mask in the observation, the nets see the rest and illegal Q-values
+        # are masked (for acting and for the target's argmax).
+        self.mask_layout = mask_layout(obs_space, action_space, model_config)
+        if self.mask_layout is not None:
+            self.register_buffer("rest_index", torch.as_tensor(self.mask_layout.rest_index, dtype=torch.long),
+                                 persistent=False)
+            obs_space = self.mask_layout.rest_space
         self.q_net = QNetwork(
             int(np.prod(obs_space.shape)), int(action_space.n),
             fcnet_hiddens=list(model_config.get("fcnet_hiddens") or []),
@@ -159,10 +167,12 @@ class DQNModel(TorchModel):
 
     def q_values(self, net: nn.Module, obs: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """`(Q [B, A], support logits [B, A, atoms] or None)` of `net` (online or target)."""
+        mask = None
+        if self.mask_layout is not None:
+            obs, mask = self.mask_layout.split(obs, self.rest_index)
         out = net(obs)
-        if self.num_atoms == 1:
-            return out, None
-        return (F.softmax(out, dim=-1) * self.support).sum(-1), out
+        q, logits = (out, None) if self.num_atoms == 1 else ((F.softmax(out, dim=-1) * self.support).sum(-1), out)
+        return (q if mask is None else self.mask_layout.apply(q, mask)), logits
 
     def forward(self, input_dict, state, seq_lens):
         q, _ = self.q_values(self.q_net, input_dict["obs"])

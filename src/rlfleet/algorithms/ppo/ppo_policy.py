@@ -37,12 +37,17 @@ def ppo_surrogate_loss(policy: "PPOTorchPolicy", model, dist_class, batch: Dict[
     adv = batch[SB.ADVANTAGES]
     clip = cfg["clip_param"]
     surrogate = torch.min(adv * ratio, adv * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
-    kl = old_dist.kl(dist)
-    mean_kl = reduce_mean(kl)
-    entropy = reduce_mean(dist.entropy())
+    # With a zero coefficient the KL / the entropy are only reported: computed without a
+    # graph, so that backprop skips them (their gradient would be exactly zero).
+    with torch.set_grad_enabled(torch.is_grad_enabled() and cfg["kl_coeff"] > 0.0):
+        mean_kl = reduce_mean(old_dist.kl(dist))
+    with torch.set_grad_enabled(torch.is_grad_enabled() and policy.entropy_coeff != 0.0):
+        entropy = reduce_mean(dist.entropy())
     policy_loss = -reduce_mean(surrogate)
 
-    total = policy_loss - policy.entropy_coeff * entropy
+    total = policy_loss
+    if policy.entropy_coeff != 0.0:
+        total = total - policy.entropy_coeff * entropy
     if cfg["kl_coeff"] > 0.0:
         total = total + policy.kl_coeff * mean_kl
     if cfg["use_critic"]:

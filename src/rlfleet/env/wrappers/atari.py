@@ -222,8 +222,8 @@ def wrap_deepmind(env: gym.Env, dim: int = 84, framestack: bool = True, noop_max
 
 class GenericPixelFrame(gym.ObservationWrapper):
     """`preprocessor_pref: "rllib"` for Atari frames: resized to `dim` x `dim` (grayscale
-    `[dim, dim, 1]` when `grayscale`), kept uint8 (the vision net scales pixels; the
-    reference's `zero_mean` centring is left to the model's first layer)."""
+    `[dim, dim, 1]` when `grayscale`), kept uint8: the model scales the pixels, to [-1, 1]
+    or [0, 1] as `model.zero_mean` says."""
 
     def __init__(self, env: gym.Env, dim: int = 84, grayscale: bool = False):
         super().__init__(env)

@@ -1,0 +1,194 @@
+"""rlfleet against Stable-Baselines3 on the same machine: wall time from process start to a
+return threshold, RL-Zoo hyperparameters on both sides (`pip install 'rlfleet[bench]'`).
+
+    python benchmarks/peers.py                         # both cases, seeds 0 1 2
+    python benchmarks/peers.py --cases ppo-cartpole --seeds 0 1 2 3 4
+
+Cases (the RL Baselines3 Zoo's hyperparams/ppo.yml and sac.yml, SB3's defaults elsewhere):
+- `ppo-cartpole`: PPO on CartPole-v1 until the mean return of the last 100 episodes reaches
+  450 (checked after each rollout of 8 envs x 32 steps; cap 200k steps). Zoo: n_envs 8,
+  n_steps 32, batch_size 256, n_epochs 20, gae_lambda 0.8, gamma 0.98, learning_rate
+  lin_1e-3, clip_range lin_0.2, ent_coef 0; SB3 defaults: vf_coef 0.5, max_grad_norm 0.5,
+  Adam eps 1e-5, separate [64, 64] tanh actor and critic. rlfleet cannot anneal the clip
+  range: it keeps 0.2.
+- `sac-pendulum`: SAC on Pendulum-v1 until the mean return of the last 5 episodes reaches
+  -250 (cap 30k steps). Zoo: learning_rate 1e-3; SB3 defaults: [256, 256] ReLU nets, batch
+  256, tau 0.005, gamma 0.99, learning_starts 100, one update per env step, entropy
+  coefficient tuned from 1.0 towards -|A|.
+
+Each run is a fresh Python process (imports, env and network set-up count: the wall is the
+child's whole lifetime, measured by this parent); the two libraries alternate, the order
+flipping from seed to seed. Both use one torch thread. Prints each run, then per case the
+medians, the spread and the ratio rlfleet / SB3 (lower is better) of the medians.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List
+
+PPO_STEPS, SAC_STEPS = 200_000, 30_000
+
+RLFLEET_PPO = {
+    "seed": 0, "num_workers": 0, "num_envs_per_worker": 8, "rollout_fragment_length": 32, "train_batch_size": 256,
+    "sgd_minibatch_size": 256, "num_sgd_iter": 20, "lambda": 0.8, "gamma": 0.98, "entropy_coeff": 0.0,
+    "lr": 1e-3, "lr_schedule": [[0, 1e-3], [100_000, 0.0]], "clip_param": 0.2, "vf_loss_coeff": 0.5,
+    "grad_clip": 0.5, "kl_coeff": 0.0, "vf_clip_param": 1e9, "optimizer": {"eps": 1e-5},
+    "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False},
+    "metrics_smoothing_episodes": 100,
+}
+RLFLEET_SAC = {
+    "seed": 0, "gamma": 0.99, "tau": 0.005, "buffer_size": 1_000_000, "learning_starts": 100,
+    "train_batch_size": 256, "rollout_fragment_length": 1, "target_network_update_freq": 0,
+    "initial_alpha": 1.0, "target_entropy": "auto",
+    "Q_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+    "policy_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+    "optimization": {"actor_learning_rate": 1e-3, "critic_learning_rate": 1e-3, "entropy_learning_rate": 1e-3},
+    # Check the threshold after every episode (200 steps); the mean is over the last 5.
+    "timesteps_per_iteration": 200, "min_iter_time_s": 0, "metrics_smoothing_episodes": 5,
+}
+
+
+# --- children: one run each, printing "RESULT {...}" ------------------------------------------
+def run_rlfleet(case: str, seed: int) -> Dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    if case == "ppo-cartpole":
+        from rlfleet.algorithms.ppo import PPOTrainer as cls
+        env, config, threshold, cap = "CartPole-v1", dict(RLFLEET_PPO), 450.0, PPO_STEPS
+    else:
+        from rlfleet.algorithms.sac import SACTrainer as cls
+        env, config, threshold, cap = "Pendulum-v1", dict(RLFLEET_SAC), -250.0, SAC_STEPS
+    config["seed"] = seed
+    trainer = cls(env=env, config=config, logger_creator=_no_logger)
+    try:
+        while True:
+            result = trainer.train()
+            reward, steps = result["episode_reward_mean"], result["timesteps_total"]
+            # The mean needs a full window, as SB3's buffer of the last episodes.
+            full = len(result["hist_stats"]["episode_reward"]) >= config["metrics_smoothing_episodes"]
+            if (full and reward >= threshold) or steps >= cap:
+                return {"steps": int(steps), "reward": float(reward), "solved": bool(full and reward >= threshold)}
+    finally:
+        trainer.stop()
+
+
+class _NoLogger:
+    def on_result(self, result: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _no_logger(config: Any) -> _NoLogger:
+    return _NoLogger()
+
+
+def run_sb3(case: str, seed: int) -> Dict[str, Any]:
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    threshold, window = (450.0, 100) if case == "ppo-cartpole" else (-250.0, 5)
+    out: Dict[str, Any] = {}
+
+    class Stop(BaseCallback):
+        def _check(self) -> bool:
+            buf = [ep["r"] for ep in self.model.ep_info_buffer][-window:]
+            if len(buf) >= window and float(np.mean(buf)) >= threshold:
+                out.update(steps=int(self.num_timesteps), reward=float(np.mean(buf)), solved=True)
+                return False
+            return True
+
+        def _on_step(self) -> bool:
+            # PPO: at each rollout's end (8 envs x 32 steps), as rlfleet checks after each
+            # train(); SAC: after each episode.
+            if case == "ppo-cartpole":
+                return self._check() if self.n_calls % 32 == 0 else True
+            if any("episode" in info for info in self.locals.get("infos", [])):
+                return self._check()
+            return True
+
+    if case == "ppo-cartpole":
+        env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+        lin = lambda start: (lambda progress: progress * start)  # noqa: E731 (the Zoo's lin_)
+        model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                    ent_coef=0.0, learning_rate=lin(1e-3), clip_range=lin(0.2), seed=seed, device="cpu", verbose=0)
+        cap = PPO_STEPS
+    else:
+        model = SAC("MlpPolicy", "Pendulum-v1", learning_rate=1e-3, seed=seed, device="cpu", verbose=0)
+        cap = SAC_STEPS
+    model.learn(total_timesteps=cap, callback=Stop())
+    if not out:
+        buf = [ep["r"] for ep in model.ep_info_buffer][-window:]
+        out = {"steps": int(model.num_timesteps), "reward": float(np.mean(buf)) if buf else float("nan"),
+               "solved": False}
+    return out
+
+
+# --- parent ----------------------------------------------------------------------------------
+def _run_child(lib: str, case: str, seed: int) -> Dict[str, Any]:
+    env = dict(os.environ, RLFLEET_RESULTS_DIR=tempfile.mkdtemp(prefix="rlfleet-peers-"), OMP_NUM_THREADS="1",
+               MKL_NUM_THREADS="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", lib, case, str(seed)],
+                          capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{lib} {case} seed {seed} failed:\n{proc.stderr[-3000:]}")
+    return dict(json.loads(lines[-1][len("RESULT "):]), wall=wall, cpu=cpu)
+
+
+def _spread(values: List[float]) -> str:
+    return f"{statistics.median(values):.1f} s ({min(values):.1f}-{max(values):.1f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=["ppo-cartpole", "sac-pendulum"],
+                        choices=["ppo-cartpole", "sac-pendulum"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--child", nargs=3, metavar=("LIB", "CASE", "SEED"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        lib, case, seed = args.child
+        result = (run_rlfleet if lib == "rlfleet" else run_sb3)(case, int(seed))
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    for case in args.cases:
+        walls: Dict[str, List[float]] = {"rlfleet": [], "sb3": []}
+        cpus: Dict[str, List[float]] = {"rlfleet": [], "sb3": []}
+        for i, seed in enumerate(args.seeds):
+            for lib in (("rlfleet", "sb3") if i % 2 == 0 else ("sb3", "rlfleet")):
+                r = _run_child(lib, case, seed)
+                walls[lib].append(r["wall"])
+                cpus[lib].append(r["cpu"])
+                print(f"{case:13s} {lib:8s} seed {seed}: {r['wall']:6.1f} s (CPU {r['cpu']:6.1f} s), {r['steps']:6d} "
+                      f"steps, return "
+                      f"{r['reward']:7.1f}{'' if r['solved'] else ' (NOT solved)'}", flush=True)
+        ratio = statistics.median(walls["rlfleet"]) / statistics.median(walls["sb3"])
+        print(f"{case}: rlfleet {_spread(walls['rlfleet'])}, SB3 {_spread(walls['sb3'])}; "
+              f"ratio rlfleet / SB3 (medians) {ratio:.2f}; CPU time: rlfleet {_spread(cpus['rlfleet'])}, "
+              f"SB3 {_spread(cpus['sb3'])}, ratio {statistics.median(cpus['rlfleet']) / statistics.median(cpus['sb3']):.2f}"
+              f"; load average now {os.getloadavg()[0]:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""RL-Zoo cases: the RL Baselines3 Zoo's published hyperparameters, translated to rlfleet's
+keys, trained on the Zoo's step budget, then scored by greedy evaluation episodes.
+
+    python benchmarks/zoo.py                                  # every case, seeds 0 1 2
+    python benchmarks/zoo.py --cases dqn-cartpole --seeds 0 1 2 --out zoo.md
+    python benchmarks/zoo.py --list
+
+Each case is one YAML experiment (`run`, `env`, `stop`, `config`; its
+`stop.timesteps_total` is the Zoo's budget): `tuned_examples/dqn/cartpole-dqn-zoo.yaml`
+(whose first stretch is also a CI learning test) and `benchmarks/zoo_cases/*.yaml` (too long
+for CI). `CASES` below pairs each with the Zoo's published score. A run
+trains for exactly that many env steps (the last fragment may overshoot by less than one
+fragment), then plays `--episodes` (10) episodes with `explore=False` on fresh envs seeded
+10_000 + episode and reports their mean return. The result is a Markdown table: score per
+seed, the median, env steps and wall time per run.
+
+Key translation (SB3 -> rlfleet), the same for every case:
+- `train_freq: F`, `gradient_steps: G`, `batch_size: B` -> `rollout_fragment_length: F`,
+  `training_intensity: G * B / F` (replayed steps per sampled step), `train_batch_size: B`.
+- DQN `target_update_interval: T` (env steps, counted while sampling) ->
+  `target_network_update_freq: T` (sampled env steps, checked after each update, as in
+  RLlib). With T below `train_freq`, SB3 copies once right before each phase of
+  `gradient_steps` updates, rlfleet right after its first update: the same cadence.
+- DQN `exploration_fraction: f` of `n_timesteps: N` -> `epsilon_timesteps: f * N`.
+- `net_arch: [h, ...]` -> `model.fcnet_hiddens: [h, ...]` with `fcnet_activation: relu`
+  (SB3's default activation for off-policy nets), and for DQN `hiddens: []`,
+  `dueling: False`, `double_q: False`, `prioritized_replay: False`, `grad_clip: 10`
+  (SB3's DQN has none of the Rainbow options and clips at `max_grad_norm` 10).
+- SAC `learning_rate: lr` -> `optimization.{actor,critic,entropy}_learning_rate: lr`;
+  SB3's `learning_starts` (100), `batch_size` (256), `tau` and `[256, 256]` nets spelled out
+  (rlfleet's SAC defaults follow RLlib: `learning_starts` 1500).
+- TD3 `noise_type: normal`, `noise_std: s` -> `exploration_config: {type: GaussianNoise,
+  stddev: s, final_scale: 1.0}` (noise in the [-1, 1] action scale, as SB3's), and
+  `random_timesteps` = `learning_starts` (SB3 acts uniformly at random until then).
+  SB3 Polyak-updates TD3's targets only on the delayed (actor) steps, rlfleet after
+  every update (the reference's choice).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+# name -> (tuned example, the Zoo's published score)
+CASES: Dict[str, tuple] = {
+    "dqn-cartpole": ("tuned_examples/dqn/cartpole-dqn-zoo.yaml", 500.0),
+    "sac-pendulum": ("benchmarks/zoo_cases/pendulum-sac-zoo.yaml", -157.0),
+    "td3-pendulum": ("benchmarks/zoo_cases/pendulum-td3-zoo.yaml", -160.0),
+}
+
+
+def load_case(name: str) -> dict:
+    """`{run, env, stop, config}` of case `name` (the YAML's single experiment)."""
+    import yaml
+
+    path = os.path.join(ROOT, CASES[name][0])
+    with open(path) as f:
+        experiments = yaml.safe_load(f)
+    (exp,) = experiments.values()
+    return exp
+
+
+def greedy_score(trainer, env_id: str, episodes: int) -> List[float]:
+    """Returns of `episodes` episodes with `explore=False` on fresh envs seeded 10_000 + i."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    returns = []
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=10_000 + i)
+            total, done = 0.0, False
+            while not done:
+                action = trainer.compute_single_action(obs, explore=False)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    return returns
+
+
+def run_case(name: str, seed: int, episodes: int = 10, timesteps: Optional[int] = None,
+             overrides: Optional[dict] = None) -> dict:
+    """Trains case `name` with `seed` for its budget (or `timesteps`) and scores it greedily.
+
+    Returns:
+        `{case, seed, score, steps, wall_s, returns}`.
+    """
+    from rlfleet.registry import get_trainer_class
+
+    exp = load_case(name)
+    budget = int(timesteps or exp["stop"]["timesteps_total"])
+    config = dict(exp.get("config") or {}, seed=seed, log_sys_usage=False)
+    config.update(overrides or {})
+    logdir = tempfile.mkdtemp(prefix=f"zoo_{name}_{seed}_")
+    trainer = get_trainer_class(exp["run"])(env=exp["env"], config=config, logdir=logdir)
+    start = time.perf_counter()
+    try:
+        result = {"timesteps_total": 0}
+        while result["timesteps_total"] < budget:
+            result = trainer.train()
+        wall = time.perf_counter() - start
+        returns = greedy_score(trainer, exp["env"], episodes)
+    finally:
+        trainer.stop()
+    return {"case": name, "seed": seed, "score": statistics.mean(returns), "steps": result["timesteps_total"],
+            "wall_s": wall, "returns": returns}
+
+
+def markdown_table(rows: List[dict], seeds: List[int]) -> str:
+    """One line per case: the Zoo's score, the greedy score per seed, the median, steps and wall time."""
+    head = ["case", "Zoo score"] + [f"seed {s}" for s in seeds] + ["median", "env steps", "wall s (per run)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name in dict.fromkeys(r["case"] for r in rows):
+        mine = {r["seed"]: r for r in rows if r["case"] == name}
+        scores = [mine[s]["score"] for s in seeds if s in mine]
+        walls = ", ".join(f"{mine[s]['wall_s']:.0f}" for s in seeds if s in mine)
+        steps = max(r["steps"] for r in mine.values())
+        cells = [name, f"{CASES[name][1]:g}"] + [f"{mine[s]['score']:.1f}" if s in mine else "-" for s in seeds]
+        cells += [f"{statistics.median(scores):.1f}", str(steps), walls]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=None, help=f"among {sorted(CASES)} (default: all)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--episodes", type=int, default=10, help="greedy evaluation episodes per run")
+    parser.add_argument("--timesteps", type=int, default=None, help="override the Zoo budget (quick checks)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (path, score) in CASES.items():
+            print(f"{name:14s} Zoo {score:7g}  {path}")
+        return 0
+    cases = args.cases or [c for c in CASES if os.path.exists(os.path.join(ROOT, CASES[c][0]))]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"--cases {unknown} unknown; choose among {sorted(CASES)}")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    rows = []
+    for name in cases:
+        for seed in args.seeds:
+            row = run_case(name, seed, args.episodes, args.timesteps)
+            rows.append(row)
+            print(f"{name} seed {seed}: {row['score']:.1f} after {row['steps']} env steps, {row['wall_s']:.0f} s "
+                  f"(returns {[round(r, 1) for r in row['returns']]})", flush=True)
+    table = markdown_table(rows, args.seeds)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
