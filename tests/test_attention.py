@@ -9,11 +9,10 @@ import torch
 
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.config import MODEL_DEFAULTS
-from rlfleet.env.examples import RepeatFirstObsEnv, StatelessCartPole
+from rlfleet.env.examples import RepeatFirstObsEnv
 from rlfleet.models.attention import AttentionWrapper, GRUGate
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.policy.sample_batch import SampleBatch
-from tests.helpers import load_tuned_example
 
 SB = SampleBatch
 SMALL = {"use_attention": True, "attention_dim": 16, "attention_head_dim": 8, "attention_num_heads": 2,

@@ -19,7 +19,6 @@ from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.algorithms.sampling import synchronous_parallel_sample
 from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.config import DEFAULT_POLICY_ID
-from rlfleet.rollout.rollout_worker import RolloutWorker
 from rlfleet.trainer import Trainer, WorkerFailureError
 from tests.helpers import load_tuned_example
 

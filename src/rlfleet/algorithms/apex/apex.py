@@ -14,12 +14,12 @@ import contextlib
 import queue
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional
 
 from rlfleet.algorithms.apex.replay_shard import ReplayShard, learn_replayed, worker_side_transitions
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
 from rlfleet.algorithms.dqn.dqn import DQNTrainer
-from rlfleet.config import ConfigKey, algorithm_config, boolean, int_at_least, override, with_defaults
+from rlfleet.config import ConfigKey, algorithm_config, boolean, int_at_least, with_defaults
 
 K = ConfigKey
 
