@@ -10,6 +10,11 @@ single process (the local worker samples), N >= 1 is N remote workers on a local
 (one CPU each, `--envs` envs per worker, first value), all sampling in parallel:
 
     python benchmarks/sampling.py --workers 0 1 2 [--envs 8] [--steps 40000] [--rounds 5]
+
+"CPU share" is the CPU time the busiest sampling process got per second of the run (1.0: a
+whole core): on a machine with other load, N workers reach N times one process only when
+each still gets a core. `--before` adds, for each N >= 1, the same worker set as it sampled before its cuts: one Ray
+call per round (`WorkerSet.batched_rounds = False`).
 """
 from __future__ import annotations
 
@@ -99,7 +104,7 @@ def rlfleet_sampler(num_envs: int, total_steps: int, seed: int = 0) -> float:
     return steps / seconds
 
 
-def make_worker_set(num_workers: int, num_envs: int, seed: int = 0):
+def make_worker_set(num_workers: int, num_envs: int, seed: int = 0, before: bool = False):
     """A WorkerSet sampling CartPole-v1: the local worker (0) or `num_workers` remote ones."""
     from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
     from rlfleet.algorithms.sampling import synchronous_parallel_sample
@@ -114,17 +119,29 @@ def make_worker_set(num_workers: int, num_envs: int, seed: int = 0):
     _, creator = resolve_env("CartPole-v1")
     workers = WorkerSet(env_creator=creator, policy_class=PPOTorchPolicy, trainer_config=config,
                         num_workers=num_workers)
+    if before:
+        workers.batched_rounds = False
     synchronous_parallel_sample(workers, 1)  # warm-up: first reset, buffer allocation
     return workers
 
 
-def worker_set_rate(workers, total_steps: int) -> float:
-    """Total env steps/s: rounds of one batch per worker, one `ray.get` per round, as in training."""
+def worker_set_rate(workers, total_steps: int) -> Tuple[float, float]:
+    """Total env steps/s of `synchronous_parallel_sample`, as in training, and the CPU share
+    the busiest sampling process got meanwhile (1.0: a whole core; below it, the machine's
+    other load took the rest)."""
     from rlfleet.algorithms.sampling import synchronous_parallel_sample
 
+    def cpu() -> List[float]:  # read outside the timed window
+        if workers.num_remote_workers():
+            return workers.foreach_worker(lambda w: __import__("time").process_time())[1:]
+        return [time.process_time()]
+
+    before = cpu()
     start = time.perf_counter()
     steps = synchronous_parallel_sample(workers, total_steps).count
-    return steps / (time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    share = max(b - a for a, b in zip(before, cpu())) / seconds
+    return steps / seconds, share
 
 
 def main() -> None:
@@ -134,34 +151,45 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--workers", type=int, nargs="+", default=None,
                         help="worker-set mode: numbers of remote workers to compare (0: single process)")
+    parser.add_argument("--before", action="store_true",
+                        help="worker-set mode: also measure the worker sets as before their cuts")
     args = parser.parse_args()
     if args.workers is not None:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         from rlfleet.utils.ray_utils import init_ray
 
         num_envs = args.envs[0] if args.envs != [1, 8] else 8
-        if any(args.workers):
-            init_ray(num_cpus=sum(args.workers))  # all sets stay up, idle while others run
-        sets = {n: make_worker_set(n, num_envs) for n in args.workers}
+        settings = [str(n) for n in args.workers]
+        if args.before:
+            settings += [f"{n} (before)" for n in args.workers if n > 0]
+        if any(args.workers):  # all sets stay up, idle while others run
+            init_ray(num_cpus=sum(args.workers) * (2 if args.before else 1))
+        sets = {name: make_worker_set(int(name.split()[0]), num_envs, before="before" in name)
+                for name in settings}
         # Interleaved rounds: other load on the machine hits every setting alike. Each round's
         # rates are compared with the same round's single process.
-        rates: dict = {n: [] for n in args.workers}
+        rates: dict = {name: [] for name in settings}
+        shares: dict = {name: [] for name in settings}
         for _ in range(args.rounds):
             for n, workers in sets.items():
-                rates[n].append(worker_set_rate(workers, args.steps))
+                rate, share = worker_set_rate(workers, args.steps)
+                rates[n].append(rate)
+                shares[n].append(share)
         for workers in sets.values():
             workers.stop()
         print(f"CartPole-v1, {num_envs} envs per worker, {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f}; median of {args.rounds} interleaved rounds of {args.steps} steps")
-        print(f"{'workers':>7} | {'total envs':>10} | {'env steps/s':>11} | vs single process (min-max)")
-        single = rates.get(0)
-        for n in args.workers:
+        print(f"{'workers':>17} | {'total envs':>10} | {'env steps/s':>11} | {'CPU share':>9} | "
+              "vs single process (min-max)")
+        single = rates.get("0")
+        for n in settings:
             if single:
                 ratios = [r / s for r, s in zip(rates[n], single)]
                 ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
             else:
                 ratio = "-"
-            print(f"{n:>7} | {num_envs * max(1, n):>10} | {statistics.median(rates[n]):>11,.0f} | {ratio}")
+            print(f"{n:>17} | {num_envs * max(1, int(n.split()[0])):>10} | {statistics.median(rates[n]):>11,.0f} | "
+                  f"{statistics.median(shares[n]):>9.2f} | {ratio}")
         return
     print(f"median of {args.rounds} interleaved rounds of {args.steps} steps each; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -76,3 +76,42 @@ def test_zoo_benchmark_rejects_unknown_cases(capsys):
     with pytest.raises(SystemExit):
         _zoo_module().main(["--cases", "dqn-pong"])
     assert "dqn-pong" in capsys.readouterr().err
+
+
+def test_sac_and_td3_zoo_cases_update_like_sb3(tmp_path):
+    # SB3's SAC/TD3 defaults in the Pendulum cases: one update of 256 per env step from
+    # `learning_starts`, targets Polyak-averaged with tau 0.005; TD3 acts uniformly at random
+    # until then and steps its actor on every second update only.
+    from rlfleet.registry import get_trainer_class
+
+    zoo = _zoo_module()
+    tiny = {"SAC": {"Q_model": {"fcnet_hiddens": [8], "fcnet_activation": "relu"},
+                    "policy_model": {"fcnet_hiddens": [8], "fcnet_activation": "relu"}},
+            "TD3": {"actor_hiddens": [8], "critic_hiddens": [8], "learning_starts": 100,
+                    "exploration_config": dict(zoo.load_case("td3-pendulum")["config"]["exploration_config"],
+                                               random_timesteps=100)}}
+    for name in ("sac-pendulum", "td3-pendulum"):
+        exp = zoo.load_case(name)
+        cfg = dict(exp["config"], **tiny[exp["run"]], log_sys_usage=False, timesteps_per_iteration=150)
+        assert cfg["train_batch_size"] == 256 and cfg["tau"] == 0.005 and cfg["rollout_fragment_length"] == 1
+        trainer = get_trainer_class(exp["run"])(env=exp["env"], config=cfg, logdir=str(tmp_path / name))
+        try:
+            trainer.train()
+            policy = trainer.get_policy()
+            assert trainer.counters["num_env_steps_sampled"] == 150, name
+            # Updates at sampled steps 100..150 (SB3: after steps 100..149, the same count to one).
+            assert trainer.counters["num_env_steps_trained"] == 51 * 256, name
+            assert trainer.counters["num_target_updates"] == 51 and policy.num_grad_updates == 51, name
+            buffer = trainer.local_replay_buffer
+            actions = buffer.sample(256, beta=0.0)["actions"]
+            if exp["run"] == "TD3":
+                # The first 100 steps are uniform over the policy's [-1, 1] scale (stored as
+                # such, as SB3 stores its scaled actions), i.e. over Pendulum's [-2, 2] torque.
+                assert -1.0 <= actions.min() < -0.75 and 0.75 < actions.max() <= 1.0, actions
+                assert sorted(policy.optimizers) == ["actor", "critic"]
+                # 51 updates so far: the next (the 52nd) steps the critic only, the 53rd both.
+                assert policy.optimizers_to_step() == ["critic"]
+                trainer.train()
+                assert policy.num_grad_updates == 201 and policy.optimizers_to_step() == ["critic"]
+        finally:
+            trainer.stop()

@@ -42,6 +42,14 @@ def _sample(worker: RolloutWorker) -> SampleBatch:
     return worker.sample()
 
 
+def _sample_rounds(worker: RolloutWorker, rounds: int
+                   ) -> Tuple[List[SampleBatch], List[RolloutMetrics], Dict[str, float]]:
+    # Several rounds' batches in one call (one Ray round trip instead of `rounds`), with the
+    # metrics `collect_metrics` would otherwise fetch in a call of its own.
+    batches = [worker.sample() for _ in range(rounds)]
+    return batches, worker.get_metrics(), worker.perf_stats()
+
+
 def _sample_into(worker: RolloutWorker, process: Callable[[RolloutWorker, Any], Any], actors: List[Any],
                  method: str) -> Tuple[int, int]:
     batch = worker.sample()
@@ -113,6 +121,14 @@ class WorkerSet:
         self._placement_group = None  # the initial workers' own group (placement_strategy), outside Tune
         self._bundle_of: Dict[int, int] = {}  # worker index -> its bundle in that group
         self._pending_metrics: List[Any] = []
+        # `sample()` asks each remote worker for all its rounds in one call where batch sizes
+        # are known (False: one call per round, as before).
+        self.batched_rounds = True
+        # Metrics that came back with the last batched `sample()`: actor key -> (episodes,
+        # perf stats). Episodes are kept until `collect_metrics` reports them; while
+        # `_folded_fresh`, no worker can have sampled since, so no metrics call is needed.
+        self._folded: Dict[Any, Tuple[List[RolloutMetrics], Dict[str, float]]] = {}
+        self._folded_fresh = False
         # Asynchronous requests in flight: object ref -> (actor key, worker index).
         self._in_flight: Dict[Any, Tuple[Any, int]] = {}
         self._local: Optional[RolloutWorker] = None
@@ -155,6 +171,7 @@ class WorkerSet:
 
     def remote_workers(self) -> List[Any]:
         """The remote workers' actor handles, in worker-index order."""
+        self._folded_fresh = False  # a caller may sample through the handles
         return list(self._remote)
 
     def remote_worker_indices(self) -> List[int]:
@@ -167,6 +184,7 @@ class WorkerSet:
     # --- calls on every worker -----------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list:
         """`fn(worker)` on the local worker, then on each remote worker (in parallel)."""
+        self._folded_fresh = False  # `fn` may sample
         out = [fn(self._local)]
         if self._remote:
             out += self._ray.get([w.apply.remote(fn) for w in self._remote])
@@ -174,6 +192,7 @@ class WorkerSet:
 
     def foreach_worker_with_index(self, fn: Callable[[RolloutWorker, int], Any]) -> list:
         """`fn(worker, worker_index)`: 0 for the local worker, 1.. for the remote ones."""
+        self._folded_fresh = False
         out = [fn(self._local, 0)]
         if self._remote:
             out += self._ray.get([w.apply.remote(fn, i) for w, i in zip(self._remote, self._remote_index)])
@@ -185,6 +204,7 @@ class WorkerSet:
 
     def foreach_policy(self, fn: Callable) -> list:
         """`fn(policy, policy_id)` for every policy of every worker, flattened."""
+        self._folded_fresh = False
         out = list(self._local.foreach_policy(fn))
         if self._remote:
             for results in self._ray.get([w.foreach_policy.remote(fn) for w in self._remote]):
@@ -198,11 +218,37 @@ class WorkerSet:
         Without remote workers the local worker samples. With remote workers, each round
         asks every remote worker for one batch in parallel; the batches are concatenated in
         worker order, not in the order they arrive, so a seeded run repeats exactly.
+
+        Where every batch has a known size (`batch_mode: truncate_episodes`), the rounds
+        needed are known in advance, and each worker is asked for all of its rounds in one
+        call (one Ray round trip per worker instead of one per round, no wait for the
+        slowest worker after every round); the batches are then put back in the same
+        round-by-worker order, so the rows are the same as round by round.
         """
         batches: List[SampleBatch] = []
         steps = 0
-        while steps < min_steps:
+        rounds = self._rounds_needed(min_steps)
+        if rounds > 0:
+            answers = self._ray.get([w.apply.remote(_sample_rounds, rounds) for w in self._remote])
+            per_worker = [worker_batches for worker_batches, _, _ in answers]
+            for handle, (_, episodes, perf) in zip(self._remote, answers):
+                key = _actor_key(handle)
+                self._folded[key] = (self._folded.get(key, ([], {}))[0] + list(episodes), perf)
+            self._folded_fresh = True
+            for r in range(rounds):
+                for worker_batches in per_worker:
+                    steps += worker_batches[r].count
+                    batches.append(worker_batches[r])
+            expected = int(self.config["rollout_fragment_length"]) * int(self.config["num_envs_per_worker"])
+            if any(b.count != expected for b in batches):
+                # Sizes not as predicted (e.g. a callback that changes batches): the rows
+                # are kept, and later calls go round by round.
+                logger.debug("Remote batches are not of %d steps each; sampling round by round from now on",
+                             expected)
+                self.batched_rounds = False
+        while steps < min_steps:  # the rounds left (all of them when the sizes are not known)
             if self._remote:
+                self._folded_fresh = False
                 round_batches = self._ray.get([w.sample.remote() for w in self._remote])
             else:
                 round_batches = [self._local.sample()]
@@ -210,6 +256,19 @@ class WorkerSet:
                 steps += batch.count
                 batches.append(batch)
         return SampleBatch.concat_samples(batches)
+
+    def _rounds_needed(self, min_steps: int) -> int:
+        """The rounds of one batch per remote worker that reach `min_steps`, when every batch
+        has `rollout_fragment_length * num_envs_per_worker` env steps; 0 when unknown (no
+        remote workers, complete episodes, a custom or asynchronous sampler, agent steps)."""
+        cfg = self.config
+        if (not self._remote or not self.batched_rounds or cfg.get("batch_mode") != "truncate_episodes"
+                or cfg.get("sample_async") or cfg.get("sample_collector") is not None or cfg.get("fake_sampler")
+                or (cfg.get("multiagent") or {}).get("count_steps_by", "env_steps") != "env_steps"
+                or cfg.get("input", "sampler") != "sampler"):
+            return 0
+        per_round = int(cfg["rollout_fragment_length"]) * int(cfg["num_envs_per_worker"]) * len(self._remote)
+        return -(-int(min_steps) // per_round) if per_round > 0 and min_steps > 0 else 0
 
     def sample_episodes(self, num_episodes: int) -> List[RolloutMetrics]:
         """Runs `num_episodes` whole episodes and returns their metrics (only theirs).
@@ -219,6 +278,7 @@ class WorkerSet:
         """
         if not self._remote:
             return _episodes_only(self._local, num_episodes)
+        self._folded_fresh = False
         n = len(self._remote)
         shares = [num_episodes // n + (i < num_episodes % n) for i in range(n)]
         refs = [w.apply.remote(_episodes_only, k) for w, k in zip(self._remote, shares) if k > 0]
@@ -231,6 +291,7 @@ class WorkerSet:
         through `ready_results()`, in the order they finish. A worker runs its requests one
         after the other, so weights pushed before a request are in use when it runs."""
         self._forget_removed_requests()
+        self._folded_fresh = False
         pending: Dict[Any, int] = {}
         for key, _ in self._in_flight.values():
             pending[key] = pending.get(key, 0) + 1
@@ -426,20 +487,36 @@ class WorkerSet:
 
     def _remote_metrics(self, workers: List[Any], timeout_s: Optional[float], episodes: List[RolloutMetrics],
                         perfs: List[Dict[str, float]]) -> Tuple[List[RolloutMetrics], List[Dict[str, float]]]:
-        refs = self._pending_metrics + [w.apply.remote(_metrics_and_perf) for w in workers]
+        # Per worker (in index order): the metrics that came with its last batched sample()
+        # and, unless no worker can have sampled since, a call for the rest.
+        folded = [self._folded.pop(_actor_key(w), None) for w in workers]
+        fresh = self._folded_fresh
+        asked = [None if fresh and f is not None else w.apply.remote(_metrics_and_perf)
+                 for w, f in zip(workers, folded)]
+        earlier = self._pending_metrics
+        refs = earlier + [r for r in asked if r is not None]
         self._pending_metrics = []
-        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=timeout_s) if refs else ([], [])
         ready_set = set(ready)
         late = [r for r in refs if r not in ready_set]
-        # In list order (workers in index order), not in the order they answered.
-        results = self._ray.get([r for r in refs if r in ready_set])
+        done = [r for r in refs if r in ready_set]
+        results = dict(zip(done, self._ray.get(done)))
         self._pending_metrics = late
         if late:
             logger.warning("%d remote worker(s) did not report metrics within collect_metrics_timeout=%ss; "
                            "their episodes count in a later iteration", len(late), timeout_s)
-        for eps, perf in results:
+        # In list order (late answers of earlier calls first, then workers in index order),
+        # not in the order they answered.
+        answers = [results[r] for r in earlier if r in results]
+        for f, ref in zip(folded, asked):
+            if f is not None:
+                answers.append((f[0], f[1] if ref is None else None))
+            if ref is not None and ref in results:
+                answers.append(results[ref])
+        for eps, perf in answers:
             episodes.extend(eps)
-            perfs.append(perf)
+            if perf is not None:
+                perfs.append(perf)
         return episodes, perfs
 
     # --- membership --------------------------------------------------------------
@@ -514,6 +591,7 @@ class WorkerSet:
         self._remote = [h for h, _ in pairs]
         self._remote_index = [i for _, i in pairs]
         self._pending_metrics = []
+        self._folded = {key: value for key, value in self._folded.items() if key in keep}
 
     def remove_unhealthy_workers(self) -> List[int]:
         """Health-checks every remote worker (one `sample()` each, in parallel), kills and
@@ -521,6 +599,7 @@ class WorkerSet:
         if not self._remote:
             return []
         ray = self._ray
+        self._folded_fresh = False  # the probe samples
         checks = [w.apply.remote(_health_probe) for w in self._remote]
         healthy, failed = [], []
         for handle, index, ref in zip(self._remote, self._remote_index, checks):
@@ -605,6 +684,7 @@ class WorkerSet:
             except Exception:  # already gone
                 pass
         self._remote, self._remote_index, self._pending_metrics = [], [], []
+        self._folded, self._folded_fresh = {}, False
         release_group(ray, self._placement_group)
         self._placement_group = None
 
