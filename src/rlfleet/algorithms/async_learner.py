@@ -166,7 +166,43 @@ def _multi(batch: Any) -> MultiAgentBatch:
     return batch if isinstance(batch, MultiAgentBatch) else batch.as_multi_agent()
 
 
-class AsyncSamplingTrainer(Trainer):
+class LearnerLock:
+    """For trainers whose learner thread updates the weights under `self._lock` (an RLock):
+    reading or setting weights and state takes the lock too, and `learner_paused()` holds it
+    for a block. Subclasses drop their caches of the weights in `_weights_changed()`."""
+
+    _lock: threading.RLock
+
+    @contextlib.contextmanager
+    def learner_paused(self) -> Iterator[None]:
+        """Holds the learner thread between two updates: weights, state and checkpoints
+        taken inside the block agree with each other."""
+        with self._lock:
+            yield
+
+    def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
+        with self._lock:
+            return super().get_weights(policies)
+
+    def set_weights(self, weights: Dict[str, dict]) -> None:
+        with self._lock:
+            super().set_weights(weights)
+        self._weights_changed()
+
+    def get_state(self) -> Dict[str, Any]:
+        with self._lock:
+            return super().get_state()
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        with self._lock:
+            super().set_state(state)
+        self._weights_changed()
+
+    def _weights_changed(self) -> None:
+        """Called after the weights were set from outside the learner."""
+
+
+class AsyncSamplingTrainer(LearnerLock, Trainer):
     """A trainer with IMPALA's data flow; subclasses set the policy and keys and may override
     `learn_on_policy_batch`."""
 
@@ -308,28 +344,11 @@ class AsyncSamplingTrainer(Trainer):
         # Requests of failed workers are gone; their versions would misalign the new ones.
         self._request_versions.clear()
 
-    @contextlib.contextmanager
-    def learner_paused(self) -> Iterator[None]:
-        """Holds the learner thread between two updates: weights, state and checkpoints
-        taken inside the block agree with each other."""
-        with self._lock:
-            yield
-
-    def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
-        with self._lock:
-            return super().get_weights(policies)
-
-    def set_weights(self, weights: Dict[str, dict]) -> None:
-        with self._lock:
-            super().set_weights(weights)
-
-    def get_state(self) -> Dict[str, Any]:
-        with self._lock:
-            return super().get_state()
+    def _weights_changed(self) -> None:
+        self._weights_ref = (-1, None)  # the next broadcast puts the new weights
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        with self._lock:
-            super().set_state(state)
+        super().set_state(state)
         # Batches sampled before the restore are not learned on.
         self._pending, self._pending_steps = [], 0
         while True:
@@ -337,11 +356,10 @@ class AsyncSamplingTrainer(Trainer):
                 self.learner.inqueue.get_nowait()
             except queue.Empty:
                 break
-        self._weights_ref = (-1, None)
 
     def stop(self) -> None:
         self.learner.stop()
         super().stop()
 
 
-__all__ = ["ASYNC_KEYS", "AsyncSamplingTrainer", "LearnerThread", "MinibatchBuffer", "MixInReplay"]
+__all__ = ["ASYNC_KEYS", "AsyncSamplingTrainer", "LearnerLock", "LearnerThread", "MinibatchBuffer", "MixInReplay"]

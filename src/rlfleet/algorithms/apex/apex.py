@@ -10,13 +10,13 @@ same shards and worker-side code without Ray.
 from __future__ import annotations
 
 import collections
-import contextlib
 import queue
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 from rlfleet.algorithms.apex.replay_shard import ReplayShard, learn_replayed, worker_side_transitions
+from rlfleet.algorithms.async_learner import LearnerLock
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
 from rlfleet.algorithms.dqn.dqn import DQNTrainer
 from rlfleet.config import ConfigKey, algorithm_config, boolean, int_at_least, with_defaults
@@ -114,7 +114,7 @@ class _Learner(threading.Thread):
         self.join(timeout=10)
 
 
-class ApexTrainer(DQNTrainer):
+class ApexTrainer(LearnerLock, DQNTrainer):
     """Ape-X DQN: distributed prioritized experience replay."""
 
     _name = "APEX"
@@ -282,30 +282,8 @@ class ApexTrainer(DQNTrainer):
         result["info"]["learner_time_s"] = self.learner.learn_time_s
         return result
 
-    @contextlib.contextmanager
-    def learner_paused(self) -> Iterator[None]:
-        """Holds the learner thread between two updates: weights, state and checkpoints
-        taken inside the block agree with each other."""
-        with self._lock:
-            yield
-
-    def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
-        with self._lock:
-            return super().get_weights(policies)
-
-    def set_weights(self, weights: Dict[str, dict]) -> None:
-        with self._lock:
-            super().set_weights(weights)
-        self._weights = (-1, None)
-
-    def get_state(self) -> Dict[str, Any]:
-        with self._lock:
-            return super().get_state()
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        with self._lock:
-            super().set_state(state)
-        self._weights = (-1, None)
+    def _weights_changed(self) -> None:
+        self._weights = (-1, None)  # the next sync puts the new weights
 
     def stop(self) -> None:
         self.learner.stop()
