@@ -5,6 +5,13 @@ ratio (ours / ceiling), which does not depend on how fast this machine is.
 
     python benchmarks/sampling.py [--steps 40000] [--envs 1 8]
 
+`--envpool` compares, for 8 envs (or `--envs`), `env: "envpool:CartPole-v1"` (one EnvPool
+stepped as a batch, rlfleet.env.envpool_env) with the Gymnasium envs, both through
+`RolloutWorker.sample()`, and EnvPool's own raw step loop, each against the plain loop; other
+ids (Gymnasium's and EnvPool's name, e.g. HalfCheetah-v4) as arguments:
+
+    python benchmarks/sampling.py --envpool [CartPole-v1 HalfCheetah-v4] [--envs 8] [--steps 10000] [--rounds 5]
+
 `--workers 0 1 2` measures instead the total env steps/s of the worker set: 0 is the
 single process (the local worker samples), N >= 1 is N remote workers on a local Ray
 (one CPU each, `--envs` envs per worker, first value), all sampling in parallel:
@@ -29,24 +36,27 @@ import numpy as np
 
 
 class PlainGymLoop:
-    """The ceiling: a bare loop over CartPole-v1 envs, random actions, manual reset, nothing stored."""
+    """The ceiling: a bare loop over CartPole-v1 envs (or `env_id`'s), random actions, manual
+    reset, nothing stored."""
 
-    def __init__(self, num_envs: int, seed: int = 0):
-        self.envs = [gym.make("CartPole-v1") for _ in range(num_envs)]
+    def __init__(self, num_envs: int, seed: int = 0, env_id: str = "CartPole-v1"):
+        self.envs = [gym.make(env_id) for _ in range(num_envs)]
         for i, env in enumerate(self.envs):
             env.reset(seed=seed + i)
             env.action_space.seed(seed + i)
         self.rng = np.random.default_rng(seed)
+        self.random_actions = _random_actions(self.envs[0].action_space, num_envs, self.rng)
 
     def run(self, total_steps: int) -> Tuple[int, float]:
         """`(env steps, seconds)` for at least `total_steps` env steps."""
         envs, num_envs = self.envs, len(self.envs)
+        random_actions = self.random_actions
         steps = 0
         start = time.perf_counter()
         while steps < total_steps:
-            actions = self.rng.integers(0, 2, size=num_envs)
+            actions = random_actions()
             for env, a in zip(envs, actions):
-                _, _, term, trunc, _ = env.step(int(a))
+                _, _, term, trunc, _ = env.step(a)
                 if term or trunc:
                     env.reset()
             steps += num_envs
@@ -56,19 +66,63 @@ class PlainGymLoop:
         pass
 
 
-class WorkerLoop:
-    """`RolloutWorker.sample()` on CartPole-v1 with the default PPO model."""
+def _random_actions(space: gym.Space, num_envs: int, rng: np.random.Generator):
+    """A function returning one random action per env (Discrete: Python ints, as agents pass)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return lambda: rng.integers(0, int(space.n), size=num_envs).tolist()
+    return lambda: rng.uniform(space.low, space.high, size=(num_envs, *space.shape))
 
-    def __init__(self, num_envs: int, seed: int = 0):
+
+class EnvPoolRawLoop:
+    """EnvPool's own loop: one batched `step` of random actions, EnvPool's autoreset, nothing
+    stored (for reference: what the C++ envs give before any sampler work)."""
+
+    def __init__(self, num_envs: int, seed: int = 0, env_id: str = "CartPole-v1"):
+        import warnings
+
+        import envpool
+
+        with warnings.catch_warnings():  # EnvPool's float32 Box from float64 bounds
+            warnings.simplefilter("ignore")
+            # One C++ thread, as rlfleet's default for a worker reserving one CPU.
+            self.pool = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, num_threads=1)
+            space = self.pool.action_space
+            self.pool.reset()
+        self.num_envs = num_envs
+        self.rng = np.random.default_rng(seed)
+        self.random_actions = _random_actions(space, num_envs, self.rng)
+
+    def run(self, total_steps: int) -> Tuple[int, float]:
+        pool, num_envs, random_actions = self.pool, self.num_envs, self.random_actions
+        steps = 0
+        start = time.perf_counter()
+        while steps < total_steps:
+            pool.step(np.asarray(random_actions()))
+            steps += num_envs
+        return steps, time.perf_counter() - start
+
+    def stop(self) -> None:
+        self.pool.close()
+
+
+class WorkerLoop:
+    """`RolloutWorker.sample()` on CartPole-v1 (or `env`) with the default PPO model.
+
+    Args:
+        env: the `env` config value ("CartPole-v1": Gymnasium envs stepped in a Python loop;
+            "envpool:CartPole-v1": one EnvPool stepped as a batch).
+    """
+
+    def __init__(self, num_envs: int, seed: int = 0, env: str = "CartPole-v1"):
         from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
         from rlfleet.config import merge_configs, validate_config
         from rlfleet.env.registry import resolve_env
         from rlfleet.rollout.rollout_worker import RolloutWorker
 
-        config = merge_configs(DEFAULT_CONFIG, {"env": "CartPole-v1", "num_envs_per_worker": num_envs,
+        config = merge_configs(DEFAULT_CONFIG, {"env": env, "num_envs_per_worker": num_envs,
                                                 "rollout_fragment_length": 200, "seed": seed})
         validate_config(config)
-        _, creator = resolve_env("CartPole-v1")
+        _, creator = resolve_env(env)
         self.worker = RolloutWorker(env_creator=creator, policy_class=PPOTorchPolicy, config=config)
         self.worker.sample()  # warm-up: first reset, buffer allocation
 
@@ -94,6 +148,40 @@ def interleaved_ratios(ours, ceiling, total_steps: int, rounds: int) -> Tuple[Li
         mine.append(s2 / t2)
         ratios.append(mine[-1] / theirs[-1])
     return ratios, statistics.median(mine), statistics.median(theirs)
+
+
+def envpool_table(env_id: str, num_envs: int, total_steps: int, rounds: int) -> None:
+    """`--envpool`: RolloutWorker.sample() on "envpool:<env_id>" and on the Gymnasium envs,
+    and EnvPool's raw loop, each as a ratio to the plain Gymnasium loop of the same round."""
+    loops = {"rlfleet, gymnasium envs": WorkerLoop(num_envs, env=env_id),
+             "rlfleet, envpool": WorkerLoop(num_envs, env="envpool:" + env_id),
+             "envpool raw step loop": EnvPoolRawLoop(num_envs, env_id=env_id)}
+    ceiling = PlainGymLoop(num_envs, env_id=env_id)
+    rates: dict = {name: [] for name in loops}
+    ratios: dict = {name: [] for name in loops}
+    plain: List[float] = []
+    for _ in range(rounds):  # interleaved: other load on the machine hits every loop alike
+        s, t = ceiling.run(total_steps)
+        plain.append(s / t)
+        for name, loop in loops.items():
+            s, t = loop.run(total_steps)
+            rates[name].append(s / t)
+            ratios[name].append(rates[name][-1] / plain[-1])
+    for loop in loops.values():
+        loop.stop()
+    print(f"{env_id}, {num_envs} envs; median of {rounds} interleaved rounds of {total_steps} steps; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'loop':>24} | {'env steps/s (min-max)':>27} | vs plain gym loop, same round (min-max)")
+    print(f"{'plain gym loop':>24} | {_spread(plain, '{:,.0f}'):>27} | 1")
+    for name in loops:
+        print(f"{name:>24} | {_spread(rates[name], '{:,.0f}'):>27} | {_spread(ratios[name], '{:.2f}')}")
+    print(f"{'envpool / gymnasium in rlfleet':>24}: "
+          f"{_spread([a / b for a, b in zip(ratios['rlfleet, envpool'], ratios['rlfleet, gymnasium envs'])], '{:.2f}')}")
+
+
+def _spread(values: List[float], fmt: str) -> str:
+    """`median (min-max)`."""
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
 def rlfleet_sampler(num_envs: int, total_steps: int, seed: int = 0) -> float:
@@ -153,7 +241,15 @@ def main() -> None:
                         help="worker-set mode: numbers of remote workers to compare (0: single process)")
     parser.add_argument("--before", action="store_true",
                         help="worker-set mode: also measure the worker sets as before their cuts")
+    parser.add_argument("--envpool", nargs="*", metavar="ID", default=None,
+                        help="env: 'envpool:ID' vs the Gymnasium envs of ID, and EnvPool's raw loop "
+                             "(default ID CartPole-v1; needs `pip install envpool`; --envs default 8)")
     args = parser.parse_args()
+    if args.envpool is not None:
+        for env_id in args.envpool or ["CartPole-v1"]:
+            for n in (args.envs if args.envs != [1, 8] else [8]):
+                envpool_table(env_id, n, args.steps, args.rounds)
+        return
     if args.workers is not None:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         from rlfleet.utils.ray_utils import init_ray

@@ -7,8 +7,8 @@ keys, trained on the Zoo's step budget, then scored by greedy evaluation episode
     python benchmarks/zoo.py --cases td3-pendulum --seeds 0 --config '{"target_network_update_freq": 2}'
 
 Each case is one YAML experiment (`run`, `env`, `stop`, `config`; its
-`stop.timesteps_total` is the Zoo's budget): `tuned_examples/dqn/cartpole-dqn-zoo.yaml`
-(whose first stretch is also a CI learning test) and `benchmarks/zoo_cases/*.yaml` (too long
+`stop.timesteps_total` is the Zoo's budget): `tuned_examples/{dqn,a2c,ppo}/cartpole-*-zoo.yaml`
+(whose first stretches are also CI learning tests) and `benchmarks/zoo_cases/*.yaml` (too long
 for CI). `CASES` below pairs each with the Zoo's published score. A run
 trains for exactly that many env steps (the last fragment may overshoot by less than one
 fragment), then plays `--episodes` (10) episodes with `explore=False` on fresh envs seeded
@@ -41,6 +41,35 @@ Key translation (SB3 -> rlfleet), the same for every case:
   SB3 also steps the critic before computing the actor loss, rlfleet computes all three
   losses from one forward pass. The case keeps rlfleet's defaults: with eps 1e-8 seed 0
   scores -110.0 (vs -112.2).
+- TD3 `noise_type: ornstein-uhlenbeck`, `noise_std: s` (SB3's OU noise: theta 0.15, dt 1e-2,
+  `x += theta * dt * (0 - x) + s * sqrt(dt) * N(0, 1)`, added to the [-1, 1] action) ->
+  `exploration_config: {type: OrnsteinUhlenbeckNoise, ou_theta: 0.15 * dt, ou_sigma: s *
+  sqrt(dt), ou_base_scale: 0.5, initial_scale: 1, final_scale: 1}` (rlfleet adds
+  `ou_base_scale * x * (high - low)` in the policy's [-1, 1] action scale: base 0.5 adds x
+  itself), and `random_timesteps` = `learning_starts`. SB3 resets x to 0 at each episode end, rlfleet keeps it running (per sub-env).
+- On-policy (A2C, PPO): `n_envs: E`, `n_steps: T` -> `num_envs_per_worker: E`,
+  `rollout_fragment_length: T`, `train_batch_size: E * T` (`num_workers: 0`);
+  `gae_lambda` -> `lambda`, `ent_coef` -> `entropy_coeff`, `max_grad_norm` -> `grad_clip`
+  (A2C: see below); SB3's on-policy `MlpPolicy` -> `model: {fcnet_hiddens: [64, 64],
+  fcnet_activation: tanh, vf_share_layers: false}`. SB3 initialises these nets orthogonally
+  (gain sqrt(2), 0.01 for the action head, 1 for the value head), rlfleet as the reference
+  (normc): no key translates it.
+- PPO `batch_size: B`, `n_epochs: K` -> `sgd_minibatch_size: B`, `num_sgd_iter: K`;
+  `vf_coef: c` -> `vf_loss_coeff: c`, `vf_clip_param: 1e10` (SB3 does not clip the value
+  loss by default), `kl_coeff: 0`, SB3's Adam eps -> `optimizer: {eps: 1e-5}`.
+  `learning_rate: lin_x` -> `lr_schedule: [[0, x], [n_timesteps, 0]]` (rlfleet reads it at
+  the timestep of the last sync, one train batch behind SB3's progress). `clip_range: lin_c`
+  -> `clip_param: c`, constant: rlfleet's PPO (as the reference's) has no clip schedule; with
+  the learning rate decaying to 0 the late clip matters little (ppo-cartpole scores 500).
+  SB3 normalises advantages per minibatch, rlfleet per train batch: the same when
+  `batch_size = n_steps * n_envs` (ppo-cartpole).
+- A2C: rlfleet's loss (the reference's) sums over the batch, SB3's averages, and rlfleet
+  halves the squared value error: with `train_batch_size` N, `vf_coef: c` -> `vf_loss_coeff:
+  2c`, `max_grad_norm: g` -> `grad_clip: g * N`, and SB3's optimizer, RMSprop(alpha 0.99,
+  eps 1e-5), -> `opt_type: rmsprop, decay: 0.99, epsilon: 1e-5 * N` (RMSprop is invariant to
+  the loss scale but for its epsilon): the same update as SB3's
+  (tests/test_zoo_classic.py). No advantage normalisation in either. With Adam (rlfleet's
+  default, `optimizer: {eps: 1e-5 * N}`) a2c-cartpole scored 500.0, 415.2, 500.0.
 """
 from __future__ import annotations
 
@@ -60,6 +89,23 @@ CASES: Dict[str, tuple] = {
     "dqn-cartpole": ("tuned_examples/dqn/cartpole-dqn-zoo.yaml", 500.0),
     "sac-pendulum": ("benchmarks/zoo_cases/pendulum-sac-zoo.yaml", -157.0),
     "td3-pendulum": ("benchmarks/zoo_cases/pendulum-td3-zoo.yaml", -160.0),
+    # -- classic control and Box2D --
+    "ppo-lunarlander": ("benchmarks/zoo_cases/lunarlander-ppo-zoo.yaml", 200.0),
+    "dqn-lunarlander": ("benchmarks/zoo_cases/lunarlander-dqn-zoo.yaml", 200.0),
+    "a2c-cartpole": ("tuned_examples/a2c/cartpole-a2c-zoo.yaml", 500.0),
+    "ppo-cartpole": ("tuned_examples/ppo/cartpole-ppo-zoo.yaml", 500.0),
+    "td3-mountaincar": ("benchmarks/zoo_cases/mountaincar-td3-zoo.yaml", 90.0),
+    # -- MinAtar and MuJoCo --
+    # MinAtar: the MinAtar paper's DQN settings (no Zoo score: nan); runs: benchmarks/minatar_bench.py.
+    "dqn-minatar-breakout": ("tuned_examples/dqn/minatar-breakout-dqn.yaml", float("nan")),
+    "dqn-minatar-spaceinvaders": ("tuned_examples/dqn/minatar-space-invaders-dqn.yaml", float("nan")),
+    "ppo-minatar-breakout": ("tuned_examples/ppo/minatar-breakout-ppo.yaml", float("nan")),
+    "ppo-minatar-spaceinvaders": ("tuned_examples/ppo/minatar-space-invaders-ppo.yaml", float("nan")),
+    # MuJoCo: the Zoo's scores after 1M steps on the -v3 envs; runs: benchmarks/mujoco_bench.py.
+    "sac-halfcheetah": ("tuned_examples/sac/halfcheetah-sac.yaml", 9535.5),
+    "sac-hopper": ("tuned_examples/sac/hopper-sac.yaml", 2325.5),
+    "td3-halfcheetah": ("tuned_examples/td3/halfcheetah-td3.yaml", 9655.7),
+    "td3-hopper": ("tuned_examples/td3/hopper-td3.yaml", 3606.4),
 }
 
 
@@ -74,11 +120,17 @@ def load_case(name: str) -> dict:
     return exp
 
 
-def greedy_score(trainer, env_id: str, episodes: int) -> List[float]:
-    """Returns of `episodes` episodes with `explore=False` on fresh envs seeded 10_000 + i."""
-    import gymnasium as gym
+def greedy_score(trainer, env_id: str, episodes: int, env_config: Optional[dict] = None) -> List[float]:
+    """Returns of `episodes` episodes with `explore=False` on fresh envs seeded 10_000 + i.
 
-    env = gym.make(env_id)
+    The env is built the way the trainer builds its own (`register_env` names, class paths,
+    Gymnasium ids, `env_config`), so every case is scored on the env it trained on.
+    """
+    from rlfleet.env.env_context import EnvContext
+    from rlfleet.env.registry import resolve_env
+
+    _, creator = resolve_env(env_id)
+    env = creator(EnvContext(env_config or {}))
     returns = []
     try:
         for i in range(episodes):
@@ -116,7 +168,7 @@ def run_case(name: str, seed: int, episodes: int = 10, timesteps: Optional[int] 
         while result["timesteps_total"] < budget:
             result = trainer.train()
         wall = time.perf_counter() - start
-        returns = greedy_score(trainer, exp["env"], episodes)
+        returns = greedy_score(trainer, exp["env"], episodes, config.get("env_config"))
     finally:
         trainer.stop()
     return {"case": name, "seed": seed, "score": statistics.mean(returns), "steps": result["timesteps_total"],

@@ -250,7 +250,7 @@ def test_weird_values_in_result_do_not_break_logging(tmp_path):
 
 
 def test_tensorboard_missing_is_silent(tmp_path, monkeypatch):
-    monkeypatch.setattr(rl_logger, "_make_tb_writer", lambda logdir: None)
+    monkeypatch.setattr(rl_logger, "_open_event_file", lambda logdir: None)
     with UnifiedLogger({}, str(tmp_path)) as log:
         log.on_result({"training_iteration": 1, "timesteps_total": 10})
     assert sorted(os.listdir(tmp_path)) == ["params.json", "progress.csv", "result.json"]
@@ -262,32 +262,37 @@ def test_real_tb_factory_never_raises(tmp_path):
         log.on_result({"training_iteration": 1, "timesteps_total": 10, "x": 1.5})
 
 
-class _FakeWriter:
-    def __init__(self):
-        self.scalars = []
-        self.closed = False
-
-    def add_scalar(self, tag, value, global_step=None):
-        self.scalars.append((tag, value, global_step))
-
-    def flush(self):
-        pass
-
-    def close(self):
-        self.closed = True
-
-
-def test_tensorboard_scalars_when_available(tmp_path, monkeypatch):
-    writer = _FakeWriter()
-    monkeypatch.setattr(rl_logger, "_make_tb_writer", lambda logdir: writer)
+def test_tensorboard_scalars_when_available(tmp_path):
     with UnifiedLogger({}, str(tmp_path)) as log:
         log.on_result(_result(2, flag=True, name="x"))
-    tags = {tag: (value, step) for tag, value, step in writer.scalars}
-    assert tags["episode_reward_mean"] == (20.0, 2000)
-    assert tags["info/learner/default_policy/policy_loss"] == (0.25, 2000)
+        log.on_result(_result(3))
+    tags = {tag: values for tag, values in _read_tb_scalars(str(tmp_path)).items()}
+    assert tags["episode_reward_mean"][0] == (2000, 20.0)
+    assert tags["info/learner/default_policy/policy_loss"][0] == (2000, 0.25)
+    assert [step for step, _ in tags["episode_reward_mean"]] == [2000, 3000]
     assert not any(t.startswith(("hist_stats", "config")) for t in tags)
     assert "flag" not in tags and "name" not in tags  # only numbers
-    assert writer.closed
+
+
+def test_tensorboard_event_file_is_valid_tfrecord(tmp_path):
+    """Every record's length and data carry the masked CRC-32C TensorBoard checks."""
+    import struct
+
+    from tensorboardX.record_writer import masked_crc32c
+
+    with UnifiedLogger({}, str(tmp_path)) as log:
+        log.on_result(_result(1))
+    (name,) = [n for n in os.listdir(tmp_path) if n.startswith("events.out.tfevents.")]
+    data, pos, records = (tmp_path / name).read_bytes(), 0, 0
+    while pos < len(data):
+        header = data[pos:pos + 8]
+        (length,) = struct.unpack("<Q", header)
+        assert struct.unpack("<I", data[pos + 8:pos + 12])[0] == masked_crc32c(header)
+        body = data[pos + 12:pos + 12 + length]
+        assert struct.unpack("<I", data[pos + 12 + length:pos + 16 + length])[0] == masked_crc32c(body)
+        pos += 16 + length
+        records += 1
+    assert pos == len(data) and records == 2  # the file-version event, then one result
 
 
 # --------------------------------------------------------------------------------------

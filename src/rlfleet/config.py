@@ -544,7 +544,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           optional(int_at_least(1), "the env's own limit")),
         K("soft_horizon", False, "At the horizon, end the episode for learning but do not reset the env.", boolean),
         K("no_done_at_end", False, "Never mark the last step of an episode as done.", boolean),
-        K("env", None, "Env name (registered or Gymnasium id), class, or 'module.Class' path."),
+        K("env", None, "Env name (registered or Gymnasium id), class, 'module.Class' path, or "
+          "'envpool:<id>' (num_envs_per_worker envs stepped as one batch by EnvPool's C++ threads)."),
         K("observation_space", None, "Policies' observation space; None infers it from the env.", _space_or_none),
         K("action_space", None, "Policies' action space; None infers it from the env.", _space_or_none),
         K("env_config", {}, "Dict given to the env creator (as an EnvContext).", dict_value(none_as_empty=True)),

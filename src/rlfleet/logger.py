@@ -18,6 +18,9 @@ import logging
 import os
 import re
 import secrets
+import socket
+import struct
+import time
 import types
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
@@ -389,47 +392,80 @@ class CSVLogger(Logger):
         self._file.close()
 
 
-def _make_tb_writer(logdir: str) -> Optional[Any]:
-    """A `tensorboardX.SummaryWriter` for `logdir` (None if tensorboardX cannot load)."""
-    try:
+class _EventFile:
+    """A TensorBoard event file (TFRecord framing of `Event` protos), written synchronously.
+
+    tensorboardX's `SummaryWriter` queues every scalar through a `multiprocessing.Queue` to a
+    writer thread and fsyncs on each flush: about 10 ms per result, a quarter of a small PPO
+    iteration. Here a result is one `Event` holding all its scalars, appended and flushed to
+    the OS (visible to TensorBoard at once); fsync happens only on close.
+    """
+
+    def __init__(self, logdir: str):
         # Lazily: tensorboardX pulls protobuf in; the CLI imports this module at start-up.
-        from tensorboardX import SummaryWriter
-    except Exception as exc:  # ImportError, or a broken protobuf install
+        from tensorboardX.proto import event_pb2, summary_pb2
+        from tensorboardX.record_writer import masked_crc32c
+
+        self._event_pb2, self._summary_pb2, self._crc = event_pb2, summary_pb2, masked_crc32c
+        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(3)}"
+        self._file = open(os.path.join(logdir, name), "ab")
+        self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self._file.flush()
+
+    def _write(self, event: Any) -> None:
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        self._file.write(header + struct.pack("<I", self._crc(header)) + data + struct.pack("<I", self._crc(data)))
+
+    def write_scalars(self, scalars: Mapping[str, float], step: Optional[int]) -> None:
+        values = [self._summary_pb2.Summary.Value(tag=tag, simple_value=value) for tag, value in scalars.items()]
+        event = self._event_pb2.Event(wall_time=time.time(), summary=self._summary_pb2.Summary(value=values))
+        if step is not None:
+            event.step = step
+        self._write(event)
+        self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+def _open_event_file(logdir: str) -> Optional[_EventFile]:
+    """An `_EventFile` in `logdir` (None if tensorboardX cannot load)."""
+    try:
+        return _EventFile(logdir)
+    except ImportError as exc:  # tensorboardX missing, or a broken protobuf install
         logger.warning("TensorBoard logging disabled: tensorboardX cannot be imported (%s: %s); "
                        "pip install tensorboardX", type(exc).__name__, exc)
         return None
-    return SummaryWriter(logdir=logdir, flush_secs=30)
 
 
 class TBXLogger(Logger):
-    """TensorBoard event files (`events.out.tfevents.*`, written with tensorboardX): every
-    numeric result key as a scalar at step `timesteps_total` (or `training_iteration`)."""
+    """TensorBoard event files (`events.out.tfevents.*`, tensorboardX's protobuf messages):
+    every numeric result key as a scalar at step `timesteps_total` (or `training_iteration`)."""
 
     def __init__(self, config: Mapping[str, Any], logdir: str):
         super().__init__(config, logdir)
-        self._writer = _make_tb_writer(logdir)
+        self._events = _open_event_file(logdir)
 
     def on_result(self, result: Mapping[str, Any]) -> None:
-        if self._writer is None:
+        if self._events is None:
             return
         step = result.get("timesteps_total")
         if not _is_number(step):
             step = result.get("training_iteration")
         step = int(step) if _is_number(step) else None
-        for key, value in _flat_logged(result).items():
-            # NaN (e.g. the mean reward before any episode ended) is left out: TensorBoard
-            # would draw nothing for it, and tensorboardX warns on every one.
-            if _is_number(value) and math.isfinite(value):
-                self._writer.add_scalar(key, value, global_step=step)
-        self._writer.flush()
-
-    def flush(self) -> None:
-        if self._writer is not None:
-            self._writer.flush()
+        # NaN (e.g. the mean reward before any episode ended) is left out: TensorBoard would
+        # draw nothing for it.
+        scalars = {key: float(value) for key, value in _flat_logged(result).items()
+                   if _is_number(value) and math.isfinite(value)}
+        self._events.write_scalars(scalars, step)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self._events is not None:
+            self._events.close()
 
 
 DEFAULT_LOGGERS = (JsonLogger, CSVLogger, TBXLogger)
@@ -520,14 +556,6 @@ class UnifiedLogger:
             self._close_all()
             raise
         self._closed = False
-
-    @property
-    def _tb(self) -> Optional[Any]:
-        """The TensorBoard writer (None when there is none)."""
-        for log in self.loggers:
-            if isinstance(log, TBXLogger):
-                return log._writer
-        return None
 
     def on_result(self, result: Mapping[str, Any]) -> None:
         """Passes one result to every logger.

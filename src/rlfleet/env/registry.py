@@ -6,7 +6,9 @@ order for strings:
 
 1. a name given to `register_env`;
 2. a class path, ``"pkg.module.Class"`` or ``"pkg.module:Class"`` -> ``Class(env_context)``;
-3. a Gymnasium id (``"CartPole-v1"``, ``"ALE/Pong-v5"``, ``"module:Id-v0"``)
+3. ``"envpool:<task id>"`` (``"envpool:CartPole-v1"``) -> one EnvPool per worker
+   (`rlfleet.env.envpool_env`; checked here: envpool installed, the id known);
+4. a Gymnasium id (``"CartPole-v1"``, ``"ALE/Pong-v5"``, ``"module:Id-v0"``)
    -> ``gym.make(id, **env_context)``.
 
 A class (not a string) is registered under its ``__name__``.
@@ -23,6 +25,8 @@ import gymnasium as gym
 
 from rlfleet.env.env_context import EnvContext
 
+ENVPOOL_PREFIX = "envpool:"
+
 logger = logging.getLogger(__name__)
 
 EnvCreator = Callable[[EnvContext], Any]
@@ -33,7 +37,9 @@ _ENV_REGISTRY: dict[str, EnvCreator] = {}
 
 # Gymnasium >= 1.0 dropped env plugins: these namespaces register only when their package is
 # imported. Importing on demand keeps "ALE/Pong-v5" working as a plain config string.
-_NAMESPACE_PACKAGES = {"ALE": "ale_py"}
+# "module:function" also calls the function: `import minatar` registers nothing, MinAtar's
+# ids appear only once `minatar.gym.register_envs()` runs.
+_NAMESPACE_PACKAGES = {"ALE": "ale_py", "MinAtar": "minatar.gym:register_envs"}
 
 
 def register_env(name: str, env_creator: Callable[[EnvContext], gym.Env]) -> None:
@@ -83,6 +89,8 @@ class _GymCreator:
 
     def __call__(self, env_context: EnvContext) -> gym.Env:
         kwargs = dict(env_context) if env_context is not None else {}
+        # A worker process may not have imported the namespace's package yet.
+        _register_namespace(self.env_id.partition(":")[2] if ":" in self.env_id else self.env_id)
         try:
             return gym.make(self.env_id, **kwargs)
         except TypeError as e:
@@ -144,16 +152,8 @@ def _is_gym_id(env_id: str) -> bool:
             return False
     if name in gym.registry:
         return True
-    ns, _, _ = _parse_id(name)
-    if ns is not None and ns in _NAMESPACE_PACKAGES:
-        try:
-            pkg = importlib.import_module(_NAMESPACE_PACKAGES[ns])
-            if hasattr(gym, "register_envs"):
-                gym.register_envs(pkg)
-        except ImportError:
-            pass
-        if name in gym.registry:
-            return True
+    if _register_namespace(name) and name in gym.registry:
+        return True
     try:
         gym.spec(name)
         return True
@@ -169,6 +169,28 @@ def _is_gym_id(env_id: str) -> bool:
         except Exception:
             return False
     return False
+
+
+def _register_namespace(env_id: str) -> bool:
+    """Registers the ids of `env_id`'s namespace when `_NAMESPACE_PACKAGES` knows it.
+
+    Returns:
+        Whether the namespace is now registered (False: not a known namespace, or its
+        package is not installed).
+    """
+    ns, _, _ = _parse_id(env_id)
+    if ns is None or ns not in _NAMESPACE_PACKAGES:
+        return False
+    if any(spec.namespace == ns for spec in gym.registry.values()):
+        return True  # registering again would only warn about overriding every id
+    module_name, _, function = _NAMESPACE_PACKAGES[ns].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return False
+    if function:
+        getattr(module, function)()
+    return True
 
 
 def _parse_id(env_id: str) -> tuple[str | None, str | None, int | None]:
@@ -216,6 +238,13 @@ def resolve_env(spec: Any) -> tuple[str | None, EnvCreator | None]:
 
     if spec in _ENV_REGISTRY:
         return spec, _ENV_REGISTRY[spec]
+
+    # Before the class path and Gymnasium forms: "envpool:Id" is also Gymnasium's
+    # "module:Id" form, which would make a single Gymnasium env instead of a pool.
+    if spec.startswith(ENVPOOL_PREFIX):
+        from rlfleet.env.envpool_env import EnvPoolCreator  # imports envpool only when asked for
+
+        return spec, EnvPoolCreator(spec[len(ENVPOOL_PREFIX):])
 
     obj = _import_class_path(spec)
     if obj is not None:

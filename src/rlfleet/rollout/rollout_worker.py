@@ -15,6 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import gymnasium as gym
 
 from rlfleet.env.env_context import EnvContext
+from rlfleet.env.envpool_env import check_worker_config as check_envpool_config
+from rlfleet.env.envpool_env import envpool_threads, find_envpool_creator
 from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv, as_multi_agent
 from rlfleet.env.vector_env import VectorEnv
@@ -191,6 +193,13 @@ class RolloutWorker:
         num_envs = int(config["num_envs_per_worker"])
         seeds = self._env_seeds(num_envs)
         rules = EpisodeRules.from_config(config)
+        pool = find_envpool_creator(env_creator)
+        if pool is not None:  # "envpool:<id>": one pool of num_envs C++ envs, stepped as a batch
+            check_envpool_config(config, multi_agent=wants_multi_agent(None, config))
+            env = pool.make_vector_env(self.env_context, num_envs=num_envs, seeds=seeds, rules=rules,
+                                       num_threads=envpool_threads(config, self.worker_index))
+            self._is_atari = env.is_atari
+            return env
         if config.get("remote_worker_envs"):
             if wants_multi_agent(None, config):
                 raise ValueError("'remote_worker_envs': True is not available with multi-agent envs or policies "
@@ -258,7 +267,7 @@ class RolloutWorker:
         if self._async is not None:
             raise ValueError(f"{why} is not available with 'sample_async': True yet")
         if not isinstance(self.env, VectorEnv):
-            raise ValueError(f"{why} is not available with 'remote_worker_envs': True yet")
+            raise ValueError(f"{why} is not available with 'remote_worker_envs': True or an 'envpool:' env yet")
         old = self.sampler
         self.env = MultiAgentVectorEnv([as_multi_agent(e) for e in self.env.envs])
         self.sampler = make_sampler(self, self._settings)
@@ -491,8 +500,9 @@ class RolloutWorker:
         envs = getattr(self.env, "envs", None)
         if envs is None:
             raise ValueError("foreach_env / env_task_fn: the sub-envs run in their own actors "
-                             "('remote_worker_envs': True) and cannot be reached from the worker; "
-                             "set remote_worker_envs False to use env_task_fn")
+                             "('remote_worker_envs': True) or in an EnvPool ('envpool:' env) and cannot be "
+                             "reached from the worker; use remote_worker_envs False and a Gymnasium env "
+                             "to use env_task_fn")
         return [fn(env, self.env_context.copy_with_overrides(vector_index=i)) for i, env in enumerate(envs)]
 
     def stop(self) -> None:

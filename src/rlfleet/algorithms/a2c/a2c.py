@@ -6,8 +6,8 @@ from typing import Any, Dict, List
 
 from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
 from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
-from rlfleet.config import (ConfigKey, algorithm_config, int_at_least, number_above, number_in, optional, override,
-                            schedule)
+from rlfleet.config import (ConfigKey, algorithm_config, int_at_least, number_above, number_in, one_of, optional,
+                            override, schedule)
 from rlfleet.trainer import Trainer
 
 K = ConfigKey
@@ -30,7 +30,18 @@ ACTOR_CRITIC_KEYS: List[ConfigKey] = [
     override("observation_filter", "NoFilter"),
 ]
 
-ALGO_KEYS: List[ConfigKey] = ACTOR_CRITIC_KEYS + [
+# The optimizer choice, as IMPALA's keys of the same names (RLlib's A2C has only Adam):
+# RMSprop is SB3's A2C optimizer (alpha 0.99, eps 1e-5 on a mean loss; see benchmarks/zoo.py).
+OPTIMIZER_KEYS: List[ConfigKey] = [
+    K("opt_type", "adam", "The optimizer: adam (with the `optimizer` key's arguments) or rmsprop (torch.optim.RMSprop "
+      "with decay, momentum, epsilon).", one_of("adam", "rmsprop")),
+    K("decay", 0.99, "RMSprop's decay (alpha); only with opt_type rmsprop.", number_in(0, 1)),
+    K("momentum", 0.0, "RMSprop's momentum; only with opt_type rmsprop.", number_in(0)),
+    K("epsilon", 0.1, "RMSprop's epsilon (added to the root of the mean square); only with opt_type rmsprop.",
+      number_above(0)),
+]
+
+ALGO_KEYS: List[ConfigKey] = ACTOR_CRITIC_KEYS + OPTIMIZER_KEYS + [
     override("rollout_fragment_length", 20),
     override("train_batch_size", 200),
     override("min_iter_time_s", 10),
@@ -57,6 +68,9 @@ class A2CTrainer(Trainer):
         if mb is not None and mb > config["train_batch_size"]:
             raise ValueError(f"'microbatch_size': {mb} must be <= 'train_batch_size' ({config['train_batch_size']}) "
                              "or None")
+        if config["opt_type"] == "rmsprop" and config["optimizer"]:
+            raise ValueError(f"'optimizer': {config['optimizer']!r} holds Adam arguments, but 'opt_type' is 'rmsprop': "
+                             "set RMSprop's with 'decay', 'momentum' and 'epsilon' (or use 'opt_type': 'adam')")
 
     def training_step(self) -> Dict[str, Any]:
         # === sample ===

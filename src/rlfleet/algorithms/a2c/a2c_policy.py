@@ -64,6 +64,15 @@ class A2CTorchPolicy(TorchPolicy):
                                               "entropy_coeff_schedule")
         self.entropy_coeff = self.entropy_schedule(0)
 
+    def make_optimizers(self):
+        cfg = self.config
+        if cfg.get("opt_type", "adam") == "rmsprop":
+            # torch.optim.RMSprop (SB3's A2C optimizer): imports torch._dynamo on its first step
+            # (a few seconds, once), which the lean Adam of policy/optim.py avoids.
+            return {DEFAULT_OPTIMIZER: torch.optim.RMSprop(self.model.parameters(), lr=self.cur_lr, alpha=cfg["decay"],
+                                                           momentum=cfg["momentum"], eps=cfg["epsilon"])}
+        return super().make_optimizers()
+
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         cfg = self.config
         return postprocess_with_critic(self, sample_batch, cfg["gamma"], cfg["lambda"], cfg["use_gae"],
