@@ -60,7 +60,9 @@ def load_tuned_examples(path: Path | str) -> List[TunedExample]:
     if not path.is_absolute():
         path = TUNED_EXAMPLES_DIR / path
     args = cli.build_parser().parse_args(["train", "-f", str(path)])
-    relpath = path.relative_to(TUNED_EXAMPLES_DIR).as_posix()
+    # Long cases kept in benchmarks/zoo_cases/ are named from the repository's root.
+    base = TUNED_EXAMPLES_DIR if path.is_relative_to(TUNED_EXAMPLES_DIR) else TUNED_EXAMPLES_DIR.parent
+    relpath = path.relative_to(base).as_posix()
     return [TunedExample(relpath=relpath, name=exp.name, run=exp.run, env=exp.env, stop=dict(exp.stop),
                          config=exp.config)
             for exp in cli.load_experiments(args)]
