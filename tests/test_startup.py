@@ -38,3 +38,33 @@ def test_local_ppo_imports_no_dynamo_and_acting_workers_build_no_optimizer(tmp_p
     assert out["heavy"] == [], f"imported during start-up and the first train(): {out['heavy']}"
     assert out["learner_adam"] == "rlfleet.policy.optim"
     assert out["evaluation_optimizers_built"] is False
+
+
+GC_SCRIPT = r"""
+import gc, json, sys
+assert "torch" not in sys.modules
+collections = []
+gc.callbacks.append(lambda phase, info: collections.append(1) if phase == "start" else None)
+import rlfleet.algorithms.ppo  # the first torch import of the process goes through rlfleet
+print("RESULT " + json.dumps({"during_import": len(collections), "enabled": gc.isenabled(),
+                              "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_torch_is_imported_with_the_collector_paused_and_its_objects_frozen():
+    proc = subprocess.run([sys.executable, "-c", GC_SCRIPT], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1][len("RESULT "):])
+    # Importing torch with the collector on runs ~370 collections; what is left comes from
+    # the imports after it (gymnasium, rlfleet).
+    assert out["enabled"] is True
+    assert out["frozen"] > 100_000, out
+    assert out["during_import"] < 150, out
+
+
+def test_an_earlier_torch_import_is_left_alone():
+    script = ("import gc, torch\nimport rlfleet.algorithms.ppo\n"
+              "print('FROZEN', gc.get_freeze_count(), gc.isenabled())")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "FROZEN 0 True" in proc.stdout
