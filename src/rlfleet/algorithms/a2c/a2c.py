@@ -30,7 +30,7 @@ ACTOR_CRITIC_KEYS: List[ConfigKey] = [
     override("observation_filter", "NoFilter"),
 ]
 
-# The optimizer choice, as IMPALA's keys of the same names (RLlib's A2C has only Adam):
+# The optimizer choice, shared with IMPALA and APPO (RLlib's A2C has only Adam):
 # RMSprop is SB3's A2C optimizer (alpha 0.99, eps 1e-5 on a mean loss; see benchmarks/zoo.py).
 OPTIMIZER_KEYS: List[ConfigKey] = [
     K("opt_type", "adam", "The optimizer: adam (with the `optimizer` key's arguments) or rmsprop (torch.optim.RMSprop "

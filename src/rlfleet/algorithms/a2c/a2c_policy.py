@@ -67,7 +67,8 @@ class A2CTorchPolicy(TorchPolicy):
     def make_optimizers(self):
         cfg = self.config
         if cfg.get("opt_type", "adam") == "rmsprop":
-            # torch.optim.RMSprop (SB3's A2C optimizer): imports torch._dynamo on its first step
+            # torch.optim.RMSprop (SB3's A2C optimizer; IMPALA's in the reference and its paper,
+            # with a large epsilon): imports torch._dynamo on its first step
             # (a few seconds, once), which the lean Adam of policy/optim.py avoids.
             return {DEFAULT_OPTIMIZER: torch.optim.RMSprop(self.model.parameters(), lr=self.cur_lr, alpha=cfg["decay"],
                                                            momentum=cfg["momentum"], eps=cfg["epsilon"])}

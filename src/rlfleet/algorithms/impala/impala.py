@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import List
 
-from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS
+from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS, OPTIMIZER_KEYS
 from rlfleet.algorithms.async_learner import ASYNC_KEYS, AsyncSamplingTrainer
 from rlfleet.algorithms.impala.impala_policy import ImpalaTorchPolicy
-from rlfleet.config import ConfigKey, algorithm_config, number_above, number_in, one_of, optional, override
+from rlfleet.config import ConfigKey, algorithm_config, number_above, optional, override
 
 K = ConfigKey
 
@@ -18,12 +18,7 @@ VTRACE_KEYS: List[ConfigKey] = [
       "targets (None: no clip).", optional(number_above(0), "no clip")),
     K("vtrace_clip_pg_rho_threshold", 1.0, "The clip of the importance weights in the policy-gradient advantages "
       "(None: no clip).", optional(number_above(0), "no clip")),
-    K("opt_type", "adam", "The learner's optimizer: adam or rmsprop (with decay, momentum, epsilon).",
-      one_of("adam", "rmsprop")),
-    K("decay", 0.99, "RMSProp's decay (alpha).", number_in(0, 1)),
-    K("momentum", 0.0, "RMSProp's momentum.", number_in(0)),
-    K("epsilon", 0.1, "RMSProp's epsilon.", number_above(0)),
-]
+] + OPTIMIZER_KEYS
 
 _AC_KEYS = [k for k in ACTOR_CRITIC_KEYS if k.name not in ("use_critic", "use_gae", "lambda", "lr")]
 

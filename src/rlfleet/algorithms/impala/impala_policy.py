@@ -8,7 +8,7 @@ import torch
 from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
 from rlfleet.algorithms.vtrace import segment_ends, vtrace
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, _obs_array, model_forward
+from rlfleet.policy.torch_policy import _obs_array, model_forward
 from rlfleet.rollout.postprocessing import postprocess_with_critic
 from rlfleet.utils.compression import decompress_columns
 
@@ -28,14 +28,6 @@ class ImpalaTorchPolicy(A2CTorchPolicy):
         super().__init__(observation_space, action_space, config, **kwargs)
         # The workers need values only for their own advantages (no V-trace).
         self.records_values = not config["vtrace"]
-
-    def make_optimizers(self):
-        cfg = self.config
-        if cfg["opt_type"] == "rmsprop":
-            # As the reference (and the IMPALA paper): RMSProp with a large epsilon.
-            return {DEFAULT_OPTIMIZER: torch.optim.RMSprop(self.model.parameters(), lr=self.cur_lr, alpha=cfg["decay"],
-                                                           momentum=cfg["momentum"], eps=cfg["epsilon"])}
-        return super().make_optimizers()
 
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         if self.config["vtrace"]:
