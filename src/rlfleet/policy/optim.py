@@ -167,6 +167,28 @@ class Adam:
         flat = self._flats[index] = _Flat(params, group, self.state, counts.pop())
         return flat
 
+    def flat_group_state(self, index: int = 0) -> Optional["_Flat"]:
+        """Group `index`'s moments and step counts as flat buffers (built on first use, with
+        any existing state copied in), for an update computed outside this class (the fused
+        PPO learner, `rlfleet.algorithms.ppo.fused_sgd`), which must then advance `steps` and
+        `count` itself. None when the group does not fit them: mixed dtypes or devices, or
+        parameters that took different numbers of steps."""
+        group = self.param_groups[index]
+        flat = self._flats.get(index)
+        if flat is None and index not in self._no_flat:
+            params = group["params"]
+            first = params[0]
+            if not first.is_floating_point() or any(p.dtype != first.dtype or p.device != first.device
+                                                    for p in params):
+                return None
+            counts = {float(self.state[p]["step"]) if p in self.state else 0.0 for p in params}
+            if len(counts) != 1:
+                return None
+            flat = self._flats[index] = _Flat(params, group, self.state, counts.pop())
+        if flat is None or flat.count is None or len(flat.params) != len(group["params"]):
+            return None
+        return flat
+
     def _flat_update(self, group: Dict[str, Any], flat: "_Flat") -> None:
         # The same elementwise ops, in the same order, as `_update` (and torch's per-tensor
         # loop): each element sees the same float operations, so the numbers are the same.

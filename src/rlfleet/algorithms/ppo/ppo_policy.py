@@ -72,6 +72,8 @@ class PPOTorchPolicy(TorchPolicy):
     """Acts with a stochastic policy and records what the PPO loss needs."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ACTION_DIST_INPUTS, SB.ADVANTAGES, SB.VALUE_TARGETS)
+    # Minibatch SGD in NumPy where it computes the same update (see fused_sgd.py); False: torch.
+    fused_sgd = True
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         super().__init__(observation_space, action_space, config, **kwargs)
@@ -81,6 +83,7 @@ class PPOTorchPolicy(TorchPolicy):
         self.entropy_schedule = make_schedule(config["entropy_coeff"], config.get("entropy_coeff_schedule"),
                                               "entropy_coeff_schedule")
         self.entropy_coeff = self.entropy_schedule(0)
+        self._fused = None
 
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         cfg = self.config
@@ -101,6 +104,16 @@ class PPOTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return ppo_surrogate_loss(self, model, dist_class, train_batch)
+
+    def multi_epoch_sgd(self, samples, num_sgd_iter, minibatch_size, shuffle=True):
+        if self.fused_sgd:
+            from rlfleet.algorithms.ppo.fused_sgd import FusedPPOSGD, unsupported_reason
+
+            if unsupported_reason(self) is None:
+                if self._fused is None:
+                    self._fused = FusedPPOSGD(self)
+                return self._fused.multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
+        return super().multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
 
     def get_state(self):
         state = super().get_state()

@@ -1,0 +1,73 @@
+"""PPO learner throughput: the fused NumPy update (rlfleet/algorithms/ppo/fused_sgd.py) vs
+the torch path, on the same real CartPole-v1 (or Pendulum-v1) train batch, in one run.
+
+    python benchmarks/learner.py [--cases zoo default pendulum] [--rounds 5] [--threads 1]
+
+Cases: `zoo` is the RL Zoo's CartPole PPO (two [64, 64] tanh towers, 256 rows per
+minibatch, 20 passes over 256 rows); `default` is PPO's defaults (two [256, 256] towers,
+128-row minibatches, 30 passes over 4000 rows); `pendulum` is a Gaussian policy with the
+defaults' nets on 2048 rows. The two paths alternate for `--rounds` timed calls of
+`multi_epoch_sgd` on the same batch; prints minibatch updates per second of each and the
+median ratio (fused / torch: higher is faster) with its spread.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+CASES = {
+    "zoo": ("CartPole-v1", {"model": {"fcnet_hiddens": [64, 64]}, "num_envs_per_worker": 8,
+                            "rollout_fragment_length": 32, "train_batch_size": 256, "sgd_minibatch_size": 256,
+                            "num_sgd_iter": 20, "grad_clip": 0.5}),
+    "default": ("CartPole-v1", {"num_envs_per_worker": 8, "rollout_fragment_length": 500}),
+    "pendulum": ("Pendulum-v1", {"num_envs_per_worker": 8, "rollout_fragment_length": 256,
+                                 "train_batch_size": 2048, "sgd_minibatch_size": 128, "num_sgd_iter": 10}),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args()
+
+    import torch
+
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.algorithms.ppo.ppo import standardized
+    from rlfleet.policy.sample_batch import SampleBatch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
+    print(f"{'case':9s} {'fused updates/s':>16s} {'torch updates/s':>16s}  ratio (min-max)")
+    for case in args.cases:
+        env, config = CASES[case]
+        trainer = PPOTrainer(env=env, config={"num_workers": 0, "seed": 0, **config})
+        policy = trainer.get_policy()
+        cfg = trainer.config
+        batch = trainer.workers.local_worker().sample()
+        batch[SampleBatch.ADVANTAGES] = standardized(batch[SampleBatch.ADVANTAGES])
+        n = batch.count
+        size = min(cfg["sgd_minibatch_size"], n)
+        updates = cfg["num_sgd_iter"] * sum(1 for s in range(0, n, size) if min(s + size, n) - s >= size // 2 or s == 0)
+        weights = policy.get_weights()
+        rates = {"fused": [], "torch": []}
+        for _ in range(args.rounds):
+            for path in ("fused", "torch"):
+                policy.fused_sgd = path == "fused"
+                policy.set_weights(weights)
+                start = time.perf_counter()
+                policy.multi_epoch_sgd(batch.copy(), cfg["num_sgd_iter"], cfg["sgd_minibatch_size"])
+                rates[path].append(updates / (time.perf_counter() - start))
+        trainer.stop()
+        ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
+        print(f"{case:9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
+              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

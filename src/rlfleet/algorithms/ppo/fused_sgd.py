@@ -1,0 +1,399 @@
+"""PPO's minibatch SGD written out in NumPy: forward pass, the loss's gradient and Adam, fused.
+
+Why: for the small fully connected nets PPO usually trains (two [64, 64] towers on a few
+hundred rows), a torch update costs far more in per-op dispatch and autograd bookkeeping
+(~80 ops of forward, backward, clipping and Adam: about 1 ms per minibatch here) than in
+arithmetic. The same maths written out by hand takes a fraction of that (issue 16).
+
+It computes what `ppo_surrogate_loss` and `TorchPolicy._step` compute: the clipped surrogate
+(with torch's rule for ties in `min`: half the gradient to each side), the KL penalty, the
+entropy bonus, the clipped value loss, global-norm gradient clipping, the NaN guard, and
+`Adam`'s update on the optimizer's own flat moment buffers, so `get_state`, checkpoints and a
+later torch update see the same optimizer state. Parameters are updated in place through
+NumPy views of the torch tensors. `tests/test_fused_sgd.py` checks weights, optimizer state
+and stats against the torch path.
+
+`PPOTorchPolicy.multi_epoch_sgd` uses it only where it is exact (`unsupported_reason`): the
+policy is `PPOTorchPolicy` itself; the model a `FullyConnectedNetwork` of Linear layers with
+tanh, ReLU or no activation, without pixel scaling or memory; the distribution Categorical
+(Discrete actions) or DiagGaussian (Box actions); float32 parameters on the CPU; one lean
+`Adam` over all of the model's parameters, without weight decay, AMSGrad or `maximize`;
+`use_critic`; no towers. Everything else keeps the torch path, as does a policy with `fused_sgd = False`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlfleet.models.distributions import Categorical, DiagGaussian
+from rlfleet.models.fcnet import FullyConnectedNetwork
+from rlfleet.policy.fast_inference import single_threaded_blas
+from rlfleet.policy.optim import Adam
+from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
+
+SB = SampleBatch
+_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
+
+
+def _linear_stack(module: nn.Module) -> Optional[List[Tuple[nn.Linear, Optional[str]]]]:
+    """`[(linear, activation name or None)]` of a Linear, an Identity or a Sequential of
+    Linear layers each followed by at most one tanh / ReLU; None for anything else."""
+    if isinstance(module, nn.Identity):
+        return []
+    mods = [module] if isinstance(module, nn.Linear) else list(module) if isinstance(module, nn.Sequential) else None
+    if mods is None:
+        return None
+    layers: List[List[Any]] = []
+    for m in mods:
+        if type(m) is nn.Linear:
+            layers.append([m, None])
+        elif type(m) in _ACTIVATIONS and layers and layers[-1][1] is None:
+            layers[-1][1] = _ACTIVATIONS[type(m)]
+        else:
+            return None
+    return [(lin, act) for lin, act in layers]
+
+
+def unsupported_reason(policy) -> Optional[str]:
+    """Why the fused update cannot stand in for the torch one on `policy` (None: it can)."""
+    from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
+
+    if type(policy) is not PPOTorchPolicy:
+        return f"the policy class is {type(policy).__name__}, not PPOTorchPolicy"
+    model = policy.model
+    if type(model) is not FullyConnectedNetwork or getattr(model, "pixels", None) is not None:
+        return "the model is not a plain FullyConnectedNetwork"
+    if not policy.config["use_critic"]:
+        # The value net then gets no gradient, and Adam leaves parameters without one alone.
+        return "use_critic is False"
+    if policy.towers is not None or policy.device.type != "cpu" or policy.is_recurrent():
+        return "towers, a GPU or a recurrent model"
+    if policy.dist_class not in (Categorical, DiagGaussian):
+        return f"the action distribution is {getattr(policy.dist_class, '__name__', policy.dist_class)}"
+    for part in ("trunk", "logits", "value_head") + (() if model.value_trunk is None else ("value_trunk",)):
+        if _linear_stack(getattr(model, part)) is None:
+            return f"model.{part} is not a stack of Linear + tanh/ReLU layers"
+    if not isinstance(model.value_head, nn.Linear):
+        return "the value head is not one Linear layer"
+    params = list(model.parameters())
+    if any(p.dtype != torch.float32 or not p.requires_grad for p in params):
+        return "parameters that are not float32 or not trained"
+    optimizers = policy.optimizers
+    if list(optimizers) != [DEFAULT_OPTIMIZER] or type(optimizers[DEFAULT_OPTIMIZER]) is not Adam:
+        return "an optimizer other than one rlfleet Adam"
+    opt = optimizers[DEFAULT_OPTIMIZER]
+    if len(opt.param_groups) != 1 or {id(p) for p in opt.param_groups[0]["params"]} != {id(p) for p in params}:
+        return "the optimizer does not hold exactly the model's parameters in one group"
+    group = opt.param_groups[0]
+    if group["weight_decay"] != 0 or group["amsgrad"] or group["maximize"]:
+        return "weight decay, AMSGrad or maximize"
+    if opt.flat_group_state(0) is None:
+        return "the optimizer's moments cannot be laid flat"
+    return None
+
+
+def _forward(layers, x: np.ndarray) -> List[np.ndarray]:
+    """The input and every layer's output (after its activation)."""
+    outs = [x]
+    for w, b, act in layers:
+        x = x @ w.T
+        x += b
+        if act == "tanh":
+            np.tanh(x, out=x)
+        elif act == "relu":
+            np.maximum(x, 0.0, out=x)
+        outs.append(x)
+    return outs
+
+
+def _backward(layers, grads, outs: List[np.ndarray], d: np.ndarray, need_input_grad: bool) -> Optional[np.ndarray]:
+    """Backpropagates `d` (the gradient of the last output) through `layers`, writing each
+    weight and bias gradient into `grads`' views; returns the gradient of the input."""
+    for i in range(len(layers) - 1, -1, -1):
+        w, _, act = layers[i]
+        out = outs[i + 1]
+        if act == "tanh":
+            d = d * (1.0 - out * out)
+        elif act == "relu":
+            d = d * (out > 0)
+        gw, gb = grads[i]
+        np.matmul(d.T, outs[i], out=gw)
+        np.sum(d, axis=0, out=gb)
+        if i == 0 and not need_input_grad:
+            return None
+        d = d @ w
+    return d
+
+
+class FusedPPOSGD:
+    """The fused update for one policy (check `unsupported_reason` first).
+
+    Weight, gradient and moment views are rebuilt at each `multi_epoch_sgd` call, so weights
+    loaded in between (`set_weights`, a restored checkpoint) are the ones trained.
+    """
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    # --- layout ----------------------------------------------------------------------------
+    def _bind(self) -> None:
+        policy = self.policy
+        model = policy.model
+        opt = policy.optimizers[DEFAULT_OPTIMIZER]
+        self.group = opt.param_groups[0]
+        self.flat = opt.flat_group_state(0)
+        params = self.flat.params
+        sizes = [p.numel() for p in params]
+        self.grad = np.zeros(sum(sizes), np.float32)
+        offsets = np.cumsum([0] + sizes)
+        grad_views = {id(p): self.grad[offsets[i]:offsets[i + 1]].reshape(p.shape) for i, p in enumerate(params)}
+        self.param_views = [p.detach().numpy() for p in params]
+        self.offsets = offsets
+        self.exp_avg = self.flat.exp_avg.numpy()
+        self.exp_avg_sq = self.flat.exp_avg_sq.numpy()
+        self.steps = self.flat.steps.numpy()
+
+        def stack(module):
+            layers = _linear_stack(module)
+            return ([(lin.weight.detach().numpy(), lin.bias.detach().numpy(), act) for lin, act in layers],
+                    [(grad_views[id(lin.weight)], grad_views[id(lin.bias)]) for lin, _ in layers])
+
+        self.pi_layers, self.pi_grads = stack(model.trunk)
+        head, head_grads = stack(model.logits)
+        self.pi_layers += head
+        self.pi_grads += head_grads
+        self.shared = model.value_trunk is None
+        if self.shared:  # the value head reads the trunk's last hidden layer
+            self.vf_layers, self.vf_grads = stack(model.value_head)
+            self.trunk_len = len(_linear_stack(model.trunk))
+        else:
+            self.vf_layers, self.vf_grads = stack(model.value_trunk)
+            head, head_grads = stack(model.value_head)
+            self.vf_layers += head
+            self.vf_grads += head_grads
+        self.log_std = None
+        if policy.dist_class is DiagGaussian and model.free_log_std and hasattr(model, "log_std"):
+            self.log_std = (model.log_std.detach().numpy(), grad_views[id(model.log_std)])
+
+    # --- the pass ----------------------------------------------------------------------------
+    def multi_epoch_sgd(self, samples: SampleBatch, num_sgd_iter: int, minibatch_size: int,
+                        shuffle: bool = True) -> Dict[str, Any]:
+        """As `TorchPolicy.multi_epoch_sgd`: the same minibatches (the same permutations drawn
+        from the policy's RNG), the same updates, the same result."""
+        policy = self.policy
+        result: Dict[str, Any] = {}
+        if policy._learn_hook:
+            policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
+        cols = self._columns(samples)
+        self._bind()
+        n = samples.count
+        minibatch_size = max(1, min(int(minibatch_size), n))
+        last_pass: List[Dict[str, float]] = []
+        with single_threaded_blas():
+            for _ in range(int(num_sgd_iter)):
+                order = policy.np_random.permutation(n) if shuffle else None
+                rows = cols if minibatch_size >= n or not shuffle else {k: v[order] for k, v in cols.items()}
+                last_pass = []
+                for start in range(0, n, minibatch_size):
+                    end = min(start + minibatch_size, n)
+                    if end - start < minibatch_size // 2 and start > 0:
+                        continue
+                    last_pass.append(self._step({k: v[start:end] for k, v in rows.items()}))
+        with torch.no_grad():
+            # NumPy writes leave torch's version counters alone; the acting snapshot
+            # (`TorchPolicy._numpy_net`) is rebuilt when they move.
+            torch._foreach_mul_(self.flat.params, 1.0)
+        stats = {k: float(np.mean(np.asarray([s[k] for s in last_pass], np.float32))) for k in last_pass[0]}
+        result["learner_stats"] = policy._learner_stats(stats)
+        result["num_nonfinite_updates"] = policy.nonfinite_guard.total
+        return result
+
+    def _columns(self, samples: SampleBatch) -> Dict[str, np.ndarray]:
+        """The loss columns as float32 (actions: int64 for Categorical) NumPy arrays, checked
+        and decompressed as the torch path does it (`to_tensors`)."""
+        tensors = self.policy.to_tensors(samples)
+        n = samples.count
+        cols = {k: t.numpy() for k, t in tensors.items()}
+        out = {"obs": cols[SB.OBS].reshape(n, -1).astype(np.float32, copy=False)}
+        for key in (SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS):
+            out[key] = cols[key].reshape(n).astype(np.float32, copy=False)
+        out[SB.ACTION_DIST_INPUTS] = cols[SB.ACTION_DIST_INPUTS].reshape(n, -1).astype(np.float32, copy=False)
+        actions = cols[SB.ACTIONS]
+        out[SB.ACTIONS] = (actions.reshape(n).astype(np.int64, copy=False) if self.policy.dist_class is Categorical
+                           else actions.reshape(n, -1).astype(np.float32, copy=False))
+        return out
+
+    def _step(self, batch: Dict[str, np.ndarray]) -> Dict[str, float]:
+        policy = self.policy
+        cfg = policy.config
+        obs = batch["obs"]
+        rows = len(obs)
+        inv = np.float32(1.0 / rows)
+        pi_outs = _forward(self.pi_layers, obs)
+        if self.shared:
+            vf_outs = _forward(self.vf_layers, pi_outs[self.trunk_len])
+        else:
+            vf_outs = _forward(self.vf_layers, obs)
+        dist_out = pi_outs[-1]
+        if policy.dist_class is Categorical:
+            losses, d_out = self._categorical(batch, dist_out, inv, cfg)
+        else:
+            losses, d_out, d_log_std = self._gaussian(batch, dist_out, inv, cfg)
+        total = losses["total_loss"]
+        vf_loss = 0.0
+        d_value = None
+        if cfg["use_critic"]:
+            err = vf_outs[-1][:, 0] - batch[SB.VALUE_TARGETS]
+            sq = err * err
+            vf_clip = cfg["vf_clip_param"]
+            vf_loss = float(np.minimum(sq, vf_clip).mean())
+            coeff = cfg["vf_loss_coeff"]
+            total = total + coeff * vf_loss
+            # clamp's gradient passes where 0 <= x <= max (torch's rule, bounds included)
+            d_value = (np.float32(2.0 * coeff) * inv * err * (sq <= vf_clip))[:, None]
+        losses["total_loss"], losses["vf_loss"] = total, vf_loss
+
+        self.grad.fill(0.0)
+        if self.log_std is not None:
+            self.log_std[1][...] = d_log_std
+        if self.shared:
+            d_features = _backward(self.pi_layers[self.trunk_len:], self.pi_grads[self.trunk_len:],
+                                   pi_outs[self.trunk_len:], d_out, True)
+            if d_value is not None:
+                d_features = d_features + _backward(self.vf_layers, self.vf_grads, vf_outs, d_value, True)
+            if self.trunk_len:
+                _backward(self.pi_layers[:self.trunk_len], self.pi_grads[:self.trunk_len],
+                          pi_outs[:self.trunk_len + 1], d_features, False)
+        else:
+            _backward(self.pi_layers, self.pi_grads, pi_outs, d_out, False)
+            if d_value is not None:
+                _backward(self.vf_layers, self.vf_grads, vf_outs, d_value, False)
+
+        grad = self.grad
+        norm = math.sqrt(float(np.dot(grad, grad)))
+        grad_clip = cfg.get("grad_clip")
+        if grad_clip is not None:
+            grad *= np.float32(min(grad_clip / (norm + 1e-6), 1.0))
+            losses["grad_gnorm"] = norm
+        if math.isfinite(total) and math.isfinite(norm):
+            policy.nonfinite_guard.streak = 0
+            self._adam()
+            policy.num_grad_updates += 1
+        else:  # the guard counts the skip (and raises after too many in a row)
+            policy.nonfinite_guard.ok({DEFAULT_OPTIMIZER: torch.tensor(total)},
+                                      {DEFAULT_OPTIMIZER: torch.tensor(norm)},
+                                      {k: torch.tensor(v) for k, v in losses.items()})
+        return losses
+
+    def _categorical(self, batch, logits: np.ndarray, inv, cfg) -> Tuple[Dict[str, float], np.ndarray]:
+        policy = self.policy
+        rows = np.arange(len(logits))
+        actions = batch[SB.ACTIONS]
+        logp_all = _log_softmax(logits)
+        probs = np.exp(logp_all)
+        logp = logp_all[rows, actions]
+        ratio = np.exp(logp - batch[SB.ACTION_LOGP])
+        d_ratio, policy_loss = _surrogate(ratio, batch[SB.ADVANTAGES], cfg["clip_param"])
+        old_logp_all = _log_softmax(batch[SB.ACTION_DIST_INPUTS])
+        old_probs = np.exp(old_logp_all)
+        mean_kl = float((old_probs * (old_logp_all - logp_all)).sum(1).mean())
+        entropy = float(-(probs * logp_all).sum(1).mean())
+
+        g = np.zeros_like(logp_all)
+        g[rows, actions] = -inv * d_ratio * ratio
+        total = policy_loss
+        coeff = policy.entropy_coeff
+        if coeff != 0.0:
+            total -= coeff * entropy
+            g += np.float32(coeff) * inv * probs * (logp_all + 1.0)
+        if cfg["kl_coeff"] > 0.0:
+            total += policy.kl_coeff * mean_kl
+            g -= np.float32(policy.kl_coeff) * inv * old_probs
+        d_logits = g - probs * g.sum(1, keepdims=True)  # log_softmax's backward
+        return {"total_loss": total, "policy_loss": policy_loss, "kl": mean_kl, "entropy": entropy}, d_logits
+
+    def _gaussian(self, batch, out: np.ndarray, inv, cfg):
+        policy = self.policy
+        if self.log_std is not None:
+            mean, log_std = out, np.broadcast_to(self.log_std[0], out.shape)
+        else:
+            k = out.shape[1] // 2
+            mean, log_std = out[:, :k], out[:, k:]
+        dim = mean.shape[1]
+        std = np.exp(log_std)
+        z = (batch[SB.ACTIONS] - mean) / std
+        logp = -0.5 * (z * z).sum(1) - log_std.sum(1) - np.float32(0.5 * math.log(2 * math.pi) * dim)
+        ratio = np.exp(logp - batch[SB.ACTION_LOGP])
+        d_ratio, policy_loss = _surrogate(ratio, batch[SB.ADVANTAGES], cfg["clip_param"])
+        old_mean, old_log_std = np.split(batch[SB.ACTION_DIST_INPUTS], 2, axis=1)
+        var_ratio = (np.exp(old_log_std) / std) ** 2
+        mean_term = ((old_mean - mean) / std) ** 2
+        mean_kl = float((0.5 * (var_ratio + mean_term - 1.0 - np.log(var_ratio))).sum(1).mean())
+        entropy = float((log_std + np.float32(0.5 * (math.log(2 * math.pi) + 1.0))).sum(1).mean())
+
+        d_logp = (-inv * d_ratio * ratio)[:, None]
+        d_mean = d_logp * z / std
+        d_log_std = d_logp * (z * z - 1.0)
+        total = policy_loss
+        coeff = policy.entropy_coeff
+        if coeff != 0.0:
+            total -= coeff * entropy
+            d_log_std = d_log_std - np.float32(coeff) * inv
+        if cfg["kl_coeff"] > 0.0:
+            total += policy.kl_coeff * mean_kl
+            kl_scale = np.float32(policy.kl_coeff) * inv
+            d_mean = d_mean - kl_scale * (old_mean - mean) / (std * std)
+            d_log_std = d_log_std + kl_scale * (1.0 - var_ratio - mean_term)
+        losses = {"total_loss": total, "policy_loss": policy_loss, "kl": mean_kl, "entropy": entropy}
+        if self.log_std is not None:  # one log-std per action dimension, shared by every row
+            return losses, d_mean, d_log_std.sum(0)
+        return losses, np.concatenate([d_mean, d_log_std], axis=1), None
+
+    def _adam(self) -> None:
+        """`Adam._flat_update`'s ops (torch.optim.Adam's maths) on the flat buffers."""
+        group, flat = self.group, self.flat
+        beta1, beta2 = group["betas"]
+        lr, eps = group["lr"], group["eps"]
+        grad, exp_avg, exp_avg_sq = self.grad, self.exp_avg, self.exp_avg_sq
+        self.steps += 1
+        flat.count += 1
+        step = flat.count
+        exp_avg += np.float32(1 - beta1) * (grad - exp_avg)
+        exp_avg_sq *= np.float32(beta2)
+        exp_avg_sq += np.float32(1 - beta2) * grad * grad
+        denom = np.sqrt(exp_avg_sq)
+        denom /= np.float32((1 - beta2 ** step) ** 0.5)
+        denom += np.float32(eps)
+        delta = exp_avg * np.float32(-lr / (1 - beta1 ** step))
+        delta /= denom
+        offsets = self.offsets
+        for i, view in enumerate(self.param_views):
+            view += delta[offsets[i]:offsets[i + 1]].reshape(view.shape)
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def _surrogate(ratio: np.ndarray, adv: np.ndarray, clip: float) -> Tuple[np.ndarray, float]:
+    """`(d surrogate / d ratio per row, policy loss)` of `-mean(min(adv * r, adv * clip(r)))`.
+
+    torch's `min` sends the whole gradient to the smaller side and half to each on a tie
+    (every row whose ratio lies inside the clip range); `clamp` passes it inside its bounds,
+    the bounds included."""
+    unclipped = adv * ratio
+    clipped = adv * np.clip(ratio, 1.0 - clip, 1.0 + clip)
+    surrogate = np.minimum(unclipped, clipped)
+    to_unclipped = np.where(unclipped < clipped, 1.0, np.where(unclipped == clipped, 0.5, 0.0))
+    inside = (ratio >= 1.0 - clip) & (ratio <= 1.0 + clip)
+    d_ratio = adv * (to_unclipped + (1.0 - to_unclipped) * inside)
+    return d_ratio.astype(np.float32, copy=False), -float(surrogate.mean())
+
+
+__all__ = ["FusedPPOSGD", "unsupported_reason"]

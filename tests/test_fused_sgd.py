@@ -1,0 +1,136 @@
+"""The fused NumPy PPO update (rlfleet/algorithms/ppo/fused_sgd.py) against the torch path:
+the same weights, optimizer state and stats after several passes on real CartPole / Pendulum
+batches, for every option it covers; and the cases it leaves to torch."""
+import numpy as np
+import pytest
+import torch
+
+from rlfleet.algorithms.ppo import PPOTrainer
+from rlfleet.algorithms.ppo.fused_sgd import unsupported_reason
+from rlfleet.algorithms.ppo.ppo import standardized
+from rlfleet.policy.sample_batch import SampleBatch
+
+BASE = {"num_workers": 0, "seed": 3, "num_envs_per_worker": 2, "rollout_fragment_length": 128,
+        "train_batch_size": 256, "sgd_minibatch_size": 64, "num_sgd_iter": 3,
+        "model": {"fcnet_hiddens": [32, 32]}}
+
+
+def _pair(env, overrides):
+    fused = PPOTrainer(env=env, config={**BASE, **overrides, "model": {**BASE["model"], **overrides.get("model", {})}})
+    plain = PPOTrainer(env=env, config={**BASE, **overrides, "model": {**BASE["model"], **overrides.get("model", {})}})
+    plain.get_policy().fused_sgd = False
+    return fused, plain
+
+
+def _batch(trainer):
+    batch = trainer.workers.local_worker().sample()
+    batch[SampleBatch.ADVANTAGES] = standardized(batch[SampleBatch.ADVANTAGES])
+    return batch
+
+
+def _optimizer_arrays(policy):
+    state = policy.get_state()["optimizers"]["default"]["state"]
+    return {f"{i}/{k}": np.asarray(v) for i, s in state.items() for k, v in s.items()}
+
+
+CASES = {
+    "categorical-separate": ("CartPole-v1", {}),
+    "categorical-shared-entropy-kl-clip": ("CartPole-v1", {
+        "model": {"vf_share_layers": True}, "entropy_coeff": 0.01, "kl_coeff": 0.3, "grad_clip": 0.5,
+        "vf_clip_param": 2.0}),
+    "categorical-relu-no-final-linear": ("CartPole-v1", {
+        "model": {"fcnet_activation": "relu", "no_final_linear": True, "fcnet_hiddens": [16, 2]}}),
+    "gaussian": ("Pendulum-v1", {"entropy_coeff": 0.01, "grad_clip": 1.0}),
+    "gaussian-free-log-std-shared": ("Pendulum-v1", {
+        "model": {"free_log_std": True, "vf_share_layers": True}, "entropy_coeff": 0.02, "kl_coeff": 0.5}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fused_update_matches_torch(case):
+    env, overrides = CASES[case]
+    fused, plain = _pair(env, overrides)
+    try:
+        pf, pp = fused.get_policy(), plain.get_policy()
+        assert unsupported_reason(pf) is None
+        pp.set_weights(pf.get_weights())
+        for _ in range(2):  # two train batches: the optimizer state carries over
+            batch = _batch(fused)
+            # Sampling drew from the fused policy's RNG: the same minibatch order for both.
+            pp.np_random.bit_generator.state = pf.np_random.bit_generator.state
+            info_f = pf.multi_epoch_sgd(batch.copy(), 3, 64)
+            info_p = pp.multi_epoch_sgd(batch.copy(), 3, 64)
+        assert pf._fused is not None and pp._fused is None  # each took its own path
+        # The sampler acts with the trained weights (its NumPy snapshot was rebuilt).
+        np.testing.assert_array_equal(pf._numpy_net().trunk[0][0], pf.model.trunk[0].weight.detach().numpy().T)
+        wf, wp = pf.get_weights(), pp.get_weights()
+        for k in wp:
+            np.testing.assert_allclose(wf[k], wp[k], rtol=1e-4, atol=2e-6, err_msg=k)
+        of, op = _optimizer_arrays(pf), _optimizer_arrays(pp)
+        assert of.keys() == op.keys()
+        for k in op:
+            np.testing.assert_allclose(of[k], op[k], rtol=1e-3, atol=1e-7, err_msg=k)
+        sf, sp = info_f["learner_stats"], info_p["learner_stats"]
+        assert sf.keys() == sp.keys()
+        for k in sp:
+            assert sf[k] == pytest.approx(sp[k], rel=1e-4, abs=1e-6), k
+        assert pf.num_grad_updates == pp.num_grad_updates == 2 * 3 * 4
+    finally:
+        fused.stop()
+        plain.stop()
+
+
+def test_fused_update_keeps_checkpointed_optimizer_state(tmp_path):
+    """A restored checkpoint's Adam moments are the ones the fused update continues from."""
+    trainer = PPOTrainer(env="CartPole-v1", config=BASE)
+    try:
+        trainer.train()
+        path = trainer.save(str(tmp_path))
+        before = _optimizer_arrays(trainer.get_policy())
+        trainer.train()
+        trainer.restore(path)
+        after = _optimizer_arrays(trainer.get_policy())
+        for k in before:
+            np.testing.assert_array_equal(before[k], after[k], err_msg=k)
+        result = trainer.train()
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
+    finally:
+        trainer.stop()
+
+
+def test_fused_update_skips_nonfinite_updates():
+    trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "max_nonfinite_updates": 1000})
+    try:
+        policy = trainer.get_policy()
+        batch = _batch(trainer)
+        batch[SampleBatch.ADVANTAGES] = np.full_like(batch[SampleBatch.ADVANTAGES], np.nan)
+        before = policy.get_weights()
+        info = policy.multi_epoch_sgd(batch, 2, 64)
+        assert info["num_nonfinite_updates"] == 8
+        for k, v in policy.get_weights().items():
+            np.testing.assert_array_equal(v, before[k])
+    finally:
+        trainer.stop()
+
+
+def test_other_models_keep_the_torch_path():
+    trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "model": {"use_lstm": True, "lstm_cell_size": 8}})
+    try:
+        policy = trainer.get_policy()
+        assert "FullyConnectedNetwork" in unsupported_reason(policy)
+        trainer.train()
+        assert policy._fused is None
+    finally:
+        trainer.stop()
+    trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "optimizer": {"weight_decay": 0.01}})
+    try:
+        assert "weight decay" in unsupported_reason(trainer.get_policy())
+    finally:
+        trainer.stop()
+    trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "use_critic": False, "use_gae": False})
+    try:
+        assert "use_critic" in unsupported_reason(trainer.get_policy())
+        trainer.train()
+    finally:
+        trainer.stop()
+    assert torch.get_default_dtype() == torch.float32
