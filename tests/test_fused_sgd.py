@@ -62,7 +62,7 @@ def test_fused_update_matches_torch(case):
             info_p = pp.multi_epoch_sgd(batch.copy(), 3, 64)
         assert pf._fused is not None and pp._fused is None  # each took its own path
         # The sampler acts with the trained weights (its NumPy snapshot was rebuilt).
-        np.testing.assert_array_equal(pf._numpy_net().trunk[0][0], pf.model.trunk[0].weight.detach().numpy().T)
+        np.testing.assert_array_equal(pf._numpy_net().trunk[0][2], pf.model.trunk[0].weight.detach().numpy())
         wf, wp = pf.get_weights(), pp.get_weights()
         for k in wp:
             np.testing.assert_allclose(wf[k], wp[k], rtol=1e-4, atol=2e-6, err_msg=k)

@@ -25,23 +25,40 @@ from rlfleet.models.fcnet import FullyConnectedNetwork
 _ACTS = {nn.Tanh: lambda x: np.tanh(x, out=x), nn.ReLU: lambda x: np.maximum(x, 0.0, out=x)}
 
 
-def _layers(module: nn.Module) -> Optional[List[Tuple[np.ndarray, np.ndarray, object]]]:
-    """(W^T, b, activation) per Linear of an MLP made of Linear + supported activations."""
+def _layers(module: nn.Module) -> Optional[List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, object]]]:
+    """(W^T, b, W, b as a column, activation) per Linear of an MLP made of Linear +
+    supported activations: both layouts, for `_run`."""
     mods = [module] if isinstance(module, (nn.Linear, nn.Identity)) else list(module)
-    layers: List[Tuple[np.ndarray, np.ndarray, object]] = []
+    layers: List[List[Any]] = []
     for m in mods:
         if isinstance(m, nn.Linear):
-            layers.append([m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy(), None])
+            w = m.weight.detach().numpy().copy()
+            b = m.bias.detach().numpy().copy()
+            layers.append([np.ascontiguousarray(w.T), b, w, b.reshape(-1, 1), None])
         elif type(m) in _ACTS and layers:
-            layers[-1][2] = _ACTS[type(m)]
+            layers[-1][4] = _ACTS[type(m)]
         elif not isinstance(m, nn.Identity):
             return None
     return [tuple(layer) for layer in layers]
 
 
+# Up to this many rows, the layers run transposed (W @ x^T): OpenBLAS's kernels are faster
+# for a few columns than for a few rows (8 rows x 256 x 256 here: 15 us against 21 us);
+# beyond it the row-major product is as fast or faster.
+_TRANSPOSED_ROWS = 16
+
+
 def _run(layers, x: np.ndarray) -> np.ndarray:
-    for w, b, act in layers:
-        x = x @ w
+    if len(x) <= _TRANSPOSED_ROWS and layers:
+        x = x.T
+        for _, _, w, b_col, act in layers:
+            x = w @ x
+            x += b_col
+            if act is not None:
+                x = act(x)
+        return x.T
+    for w_t, b, _, _, act in layers:
+        x = x @ w_t
         x += b
         if act is not None:
             x = act(x)
