@@ -1,14 +1,17 @@
-"""PPO learner throughput: the fused NumPy update (rlfleet/algorithms/ppo/fused_sgd.py) vs
-the torch path, on the same real CartPole-v1 (or Pendulum-v1) train batch, in one run.
+"""Learner throughput: the fused NumPy updates (rlfleet/algorithms/ppo/fused_sgd.py,
+rlfleet/algorithms/sac/fused_update.py) vs the torch path, on the same real train batches,
+in one run.
 
-    python benchmarks/learner.py [--cases zoo default pendulum] [--rounds 5] [--threads 1]
+    python benchmarks/learner.py [--cases zoo default pendulum sac] [--rounds 5] [--threads 1]
 
 Cases: `zoo` is the RL Zoo's CartPole PPO (two [64, 64] tanh towers, 256 rows per
 minibatch, 20 passes over 256 rows); `default` is PPO's defaults (two [256, 256] towers,
 128-row minibatches, 30 passes over 4000 rows); `pendulum` is a Gaussian policy with the
 defaults' nets on 2048 rows. The two paths alternate for `--rounds` timed calls of
 `multi_epoch_sgd` on the same batch; prints minibatch updates per second of each and the
-median ratio (fused / torch: higher is faster) with its spread.
+median ratio (fused / torch: higher is faster) with its spread. `sac` is SAC's Zoo Pendulum
+case (two [256, 256] ReLU Q-nets and a policy net, 256-row batches): 50 `learn_on_batch`
+calls per timed round. (SAC's fused update runs only with one torch thread, `--threads 1`.)
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ CASES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--cases", nargs="+", default=list(CASES) + ["sac"], choices=list(CASES) + ["sac"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
@@ -45,6 +48,9 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
     print(f"{'case':9s} {'fused updates/s':>16s} {'torch updates/s':>16s}  ratio (min-max)")
     for case in args.cases:
+        if case == "sac":
+            _sac(args.rounds)
+            continue
         env, config = CASES[case]
         trainer = PPOTrainer(env=env, config={"num_workers": 0, "seed": 0, **config})
         policy = trainer.get_policy()
@@ -67,6 +73,42 @@ def main() -> None:
         ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
         print(f"{case:9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
               f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})", flush=True)
+
+
+def _sac(rounds: int) -> None:
+    import numpy as np
+    import torch
+
+    from rlfleet.algorithms.sac import SACTrainer
+    from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
+
+    trainer = SACTrainer(env="Pendulum-v1", config={
+        "num_workers": 0, "seed": 0, "rollout_fragment_length": 1, "learning_starts": 0,
+        "Q_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+        "policy_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}})
+    policy = trainer.get_policy()
+    worker = trainer.workers.local_worker()
+    data = worker.sample()
+    while data.count < 2048:
+        data = data.concat(worker.sample())
+    data[N_STEPS] = np.ones(data.count, np.int64)
+    data[PRIO_WEIGHTS] = np.ones(data.count, np.float32)
+    rng = np.random.default_rng(0)
+    rows = [rng.choice(data.count, 256, replace=False) for _ in range(50)]
+    batches = [type(data)({k: v[r] for k, v in data.items()}) for r in rows]
+    rates = {"fused": [], "torch": []}
+    for _ in range(rounds):
+        for path in ("fused", "torch"):
+            policy.fused_update = path == "fused"
+            start = time.perf_counter()
+            for batch in batches:
+                policy.learn_on_batch(batch)
+            rates[path].append(len(batches) / (time.perf_counter() - start))
+    trainer.stop()
+    ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
+    note = "" if torch.get_num_threads() == 1 else "  (torch threads > 1: both ran torch's update)"
+    print(f"{'sac':9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
+          f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}){note}", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Tuple
 
+import numpy as np
+
 TUNED_EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "tuned_examples"
 
 
@@ -107,3 +109,28 @@ def train_until(trainer: Any, *, reward: float, max_timesteps: int,
         history.append((result["timesteps_total"], score(result)))
         if score(result) >= reward or result["timesteps_total"] >= max_timesteps:
             return result, history
+
+
+def optimizer_arrays(policy: Any) -> Dict[str, np.ndarray]:
+    """Every optimizer's state of `policy` as `{"<optimizer>/<param index>/<entry>": array}`."""
+    return {f"{name}/{i}/{k}": np.asarray(v)
+            for name, opt in policy.get_state()["optimizers"].items()
+            for i, s in opt["state"].items() for k, v in s.items()}
+
+
+def assert_same_learner_state(a: Any, b: Any, stats_a: Mapping[str, float], stats_b: Mapping[str, float], *,
+                              weight_tol: Tuple[float, float], moment_rtol: float, stats_rel: float) -> None:
+    """Two policies trained alike hold the same weights (rtol, atol) and optimizer states,
+    and reported the same learner stats."""
+    import pytest
+
+    wa, wb = a.get_weights(), b.get_weights()
+    for k in wb:
+        np.testing.assert_allclose(wa[k], wb[k], rtol=weight_tol[0], atol=weight_tol[1], err_msg=k)
+    oa, ob = optimizer_arrays(a), optimizer_arrays(b)
+    assert oa.keys() == ob.keys()
+    for k in ob:
+        np.testing.assert_allclose(oa[k], ob[k], rtol=moment_rtol, atol=1e-7, err_msg=k)
+    assert stats_a.keys() == stats_b.keys()
+    for k in stats_b:
+        assert stats_a[k] == pytest.approx(stats_b[k], rel=stats_rel, abs=stats_rel / 10), k

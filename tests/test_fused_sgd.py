@@ -10,6 +10,8 @@ from rlfleet.algorithms.ppo.fused_sgd import unsupported_reason
 from rlfleet.algorithms.ppo.ppo import standardized
 from rlfleet.policy.sample_batch import SampleBatch
 
+from tests.helpers import assert_same_learner_state, optimizer_arrays
+
 BASE = {"num_workers": 0, "seed": 3, "num_envs_per_worker": 2, "rollout_fragment_length": 128,
         "train_batch_size": 256, "sgd_minibatch_size": 64, "num_sgd_iter": 3,
         "model": {"fcnet_hiddens": [32, 32]}}
@@ -26,11 +28,6 @@ def _batch(trainer):
     batch = trainer.workers.local_worker().sample()
     batch[SampleBatch.ADVANTAGES] = standardized(batch[SampleBatch.ADVANTAGES])
     return batch
-
-
-def _optimizer_arrays(policy):
-    state = policy.get_state()["optimizers"]["default"]["state"]
-    return {f"{i}/{k}": np.asarray(v) for i, s in state.items() for k, v in s.items()}
 
 
 CASES = {
@@ -63,17 +60,8 @@ def test_fused_update_matches_torch(case):
         assert pf._fused is not None and pp._fused is None  # each took its own path
         # The sampler acts with the trained weights (its NumPy snapshot was rebuilt).
         np.testing.assert_array_equal(pf._numpy_net().trunk[0][2], pf.model.trunk[0].weight.detach().numpy())
-        wf, wp = pf.get_weights(), pp.get_weights()
-        for k in wp:
-            np.testing.assert_allclose(wf[k], wp[k], rtol=1e-4, atol=2e-6, err_msg=k)
-        of, op = _optimizer_arrays(pf), _optimizer_arrays(pp)
-        assert of.keys() == op.keys()
-        for k in op:
-            np.testing.assert_allclose(of[k], op[k], rtol=1e-3, atol=1e-7, err_msg=k)
-        sf, sp = info_f["learner_stats"], info_p["learner_stats"]
-        assert sf.keys() == sp.keys()
-        for k in sp:
-            assert sf[k] == pytest.approx(sp[k], rel=1e-4, abs=1e-6), k
+        assert_same_learner_state(pf, pp, info_f["learner_stats"], info_p["learner_stats"],
+                                  weight_tol=(1e-4, 2e-6), moment_rtol=1e-3, stats_rel=1e-4)
         assert pf.num_grad_updates == pp.num_grad_updates == 2 * 3 * 4
     finally:
         fused.stop()
@@ -86,10 +74,10 @@ def test_fused_update_keeps_checkpointed_optimizer_state(tmp_path):
     try:
         trainer.train()
         path = trainer.save(str(tmp_path))
-        before = _optimizer_arrays(trainer.get_policy())
+        before = optimizer_arrays(trainer.get_policy())
         trainer.train()
         trainer.restore(path)
-        after = _optimizer_arrays(trainer.get_policy())
+        after = optimizer_arrays(trainer.get_policy())
         for k in before:
             np.testing.assert_array_equal(before[k], after[k], err_msg=k)
         result = trainer.train()

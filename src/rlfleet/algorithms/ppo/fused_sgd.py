@@ -32,31 +32,11 @@ from torch import nn
 from rlfleet.models.distributions import Categorical, DiagGaussian
 from rlfleet.models.fcnet import FullyConnectedNetwork
 from rlfleet.policy.fast_inference import single_threaded_blas
-from rlfleet.policy.optim import Adam
+from rlfleet.policy.numpy_learner import FlatAdam, backward, forward, linear_stack, numpy_layers
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
 SB = SampleBatch
-_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
-
-
-def _linear_stack(module: nn.Module) -> Optional[List[Tuple[nn.Linear, Optional[str]]]]:
-    """`[(linear, activation name or None)]` of a Linear, an Identity or a Sequential of
-    Linear layers each followed by at most one tanh / ReLU; None for anything else."""
-    if isinstance(module, nn.Identity):
-        return []
-    mods = [module] if isinstance(module, nn.Linear) else list(module) if isinstance(module, nn.Sequential) else None
-    if mods is None:
-        return None
-    layers: List[List[Any]] = []
-    for m in mods:
-        if type(m) is nn.Linear:
-            layers.append([m, None])
-        elif type(m) in _ACTIVATIONS and layers and layers[-1][1] is None:
-            layers[-1][1] = _ACTIVATIONS[type(m)]
-        else:
-            return None
-    return [(lin, act) for lin, act in layers]
 
 
 def unsupported_reason(policy) -> Optional[str]:
@@ -76,58 +56,13 @@ def unsupported_reason(policy) -> Optional[str]:
     if policy.dist_class not in (Categorical, DiagGaussian):
         return f"the action distribution is {getattr(policy.dist_class, '__name__', policy.dist_class)}"
     for part in ("trunk", "logits", "value_head") + (() if model.value_trunk is None else ("value_trunk",)):
-        if _linear_stack(getattr(model, part)) is None:
+        if linear_stack(getattr(model, part)) is None:
             return f"model.{part} is not a stack of Linear + tanh/ReLU layers"
     if not isinstance(model.value_head, nn.Linear):
         return "the value head is not one Linear layer"
-    params = list(model.parameters())
-    if any(p.dtype != torch.float32 or not p.requires_grad for p in params):
-        return "parameters that are not float32 or not trained"
-    optimizers = policy.optimizers
-    if list(optimizers) != [DEFAULT_OPTIMIZER] or type(optimizers[DEFAULT_OPTIMIZER]) is not Adam:
-        return "an optimizer other than one rlfleet Adam"
-    opt = optimizers[DEFAULT_OPTIMIZER]
-    if len(opt.param_groups) != 1 or {id(p) for p in opt.param_groups[0]["params"]} != {id(p) for p in params}:
-        return "the optimizer does not hold exactly the model's parameters in one group"
-    group = opt.param_groups[0]
-    if group["weight_decay"] != 0 or group["amsgrad"] or group["maximize"]:
-        return "weight decay, AMSGrad or maximize"
-    if opt.flat_group_state(0) is None:
-        return "the optimizer's moments cannot be laid flat"
-    return None
-
-
-def _forward(layers, x: np.ndarray) -> List[np.ndarray]:
-    """The input and every layer's output (after its activation)."""
-    outs = [x]
-    for w, b, act in layers:
-        x = x @ w.T
-        x += b
-        if act == "tanh":
-            np.tanh(x, out=x)
-        elif act == "relu":
-            np.maximum(x, 0.0, out=x)
-        outs.append(x)
-    return outs
-
-
-def _backward(layers, grads, outs: List[np.ndarray], d: np.ndarray, need_input_grad: bool) -> Optional[np.ndarray]:
-    """Backpropagates `d` (the gradient of the last output) through `layers`, writing each
-    weight and bias gradient into `grads`' views; returns the gradient of the input."""
-    for i in range(len(layers) - 1, -1, -1):
-        w, _, act = layers[i]
-        out = outs[i + 1]
-        if act == "tanh":
-            d = d * (1.0 - out * out)
-        elif act == "relu":
-            d = d * (out > 0)
-        gw, gb = grads[i]
-        np.matmul(d.T, outs[i], out=gw)
-        np.sum(d, axis=0, out=gb)
-        if i == 0 and not need_input_grad:
-            return None
-        d = d @ w
-    return d
+    if list(policy.optimizers) != [DEFAULT_OPTIMIZER]:
+        return "more than one optimizer"
+    return FlatAdam.supported(policy.optimizers[DEFAULT_OPTIMIZER], list(model.parameters()))
 
 
 class FusedPPOSGD:
@@ -144,41 +79,24 @@ class FusedPPOSGD:
     def _bind(self) -> None:
         policy = self.policy
         model = policy.model
-        opt = policy.optimizers[DEFAULT_OPTIMIZER]
-        self.group = opt.param_groups[0]
-        self.flat = opt.flat_group_state(0)
-        params = self.flat.params
-        sizes = [p.numel() for p in params]
-        self.grad = np.zeros(sum(sizes), np.float32)
-        offsets = np.cumsum([0] + sizes)
-        grad_views = {id(p): self.grad[offsets[i]:offsets[i + 1]].reshape(p.shape) for i, p in enumerate(params)}
-        self.param_views = [p.detach().numpy() for p in params]
-        self.offsets = offsets
-        self.exp_avg = self.flat.exp_avg.numpy()
-        self.exp_avg_sq = self.flat.exp_avg_sq.numpy()
-        self.steps = self.flat.steps.numpy()
-
-        def stack(module):
-            layers = _linear_stack(module)
-            return ([(lin.weight.detach().numpy(), lin.bias.detach().numpy(), act) for lin, act in layers],
-                    [(grad_views[id(lin.weight)], grad_views[id(lin.bias)]) for lin, _ in layers])
-
-        self.pi_layers, self.pi_grads = stack(model.trunk)
-        head, head_grads = stack(model.logits)
+        self.adam = adam = FlatAdam(policy.optimizers[DEFAULT_OPTIMIZER])
+        views = adam.grad_views
+        self.pi_layers, self.pi_grads = numpy_layers(model.trunk, views)
+        head, head_grads = numpy_layers(model.logits, views)
         self.pi_layers += head
         self.pi_grads += head_grads
         self.shared = model.value_trunk is None
         if self.shared:  # the value head reads the trunk's last hidden layer
-            self.vf_layers, self.vf_grads = stack(model.value_head)
-            self.trunk_len = len(_linear_stack(model.trunk))
+            self.vf_layers, self.vf_grads = numpy_layers(model.value_head, views)
+            self.trunk_len = len(linear_stack(model.trunk))
         else:
-            self.vf_layers, self.vf_grads = stack(model.value_trunk)
-            head, head_grads = stack(model.value_head)
+            self.vf_layers, self.vf_grads = numpy_layers(model.value_trunk, views)
+            head, head_grads = numpy_layers(model.value_head, views)
             self.vf_layers += head
             self.vf_grads += head_grads
         self.log_std = None
         if policy.dist_class is DiagGaussian and model.free_log_std and hasattr(model, "log_std"):
-            self.log_std = (model.log_std.detach().numpy(), grad_views[id(model.log_std)])
+            self.log_std = (model.log_std.detach().numpy(), views[id(model.log_std)])
 
     # --- the pass ----------------------------------------------------------------------------
     def multi_epoch_sgd(self, samples: SampleBatch, num_sgd_iter: int, minibatch_size: int,
@@ -204,10 +122,7 @@ class FusedPPOSGD:
                     if end - start < minibatch_size // 2 and start > 0:
                         continue
                     last_pass.append(self._step({k: v[start:end] for k, v in rows.items()}))
-        with torch.no_grad():
-            # NumPy writes leave torch's version counters alone; the acting snapshot
-            # (`TorchPolicy._numpy_net`) is rebuilt when they move.
-            torch._foreach_mul_(self.flat.params, 1.0)
+        self.adam.touch()  # the acting snapshot (`TorchPolicy._numpy_net`) is rebuilt
         stats = {k: float(np.mean(np.asarray([s[k] for s in last_pass], np.float32))) for k in last_pass[0]}
         result["learner_stats"] = policy._learner_stats(stats)
         result["num_nonfinite_updates"] = policy.nonfinite_guard.total
@@ -234,11 +149,11 @@ class FusedPPOSGD:
         obs = batch["obs"]
         rows = len(obs)
         inv = np.float32(1.0 / rows)
-        pi_outs = _forward(self.pi_layers, obs)
+        pi_outs = forward(self.pi_layers, obs)
         if self.shared:
-            vf_outs = _forward(self.vf_layers, pi_outs[self.trunk_len])
+            vf_outs = forward(self.vf_layers, pi_outs[self.trunk_len])
         else:
-            vf_outs = _forward(self.vf_layers, obs)
+            vf_outs = forward(self.vf_layers, obs)
         dist_out = pi_outs[-1]
         if policy.dist_class is Categorical:
             losses, d_out = self._categorical(batch, dist_out, inv, cfg)
@@ -258,31 +173,31 @@ class FusedPPOSGD:
             d_value = (np.float32(2.0 * coeff) * inv * err * (sq <= vf_clip))[:, None]
         losses["total_loss"], losses["vf_loss"] = total, vf_loss
 
-        self.grad.fill(0.0)
+        adam = self.adam
+        adam.grad.fill(0.0)
         if self.log_std is not None:
             self.log_std[1][...] = d_log_std
         if self.shared:
-            d_features = _backward(self.pi_layers[self.trunk_len:], self.pi_grads[self.trunk_len:],
+            d_features = backward(self.pi_layers[self.trunk_len:], self.pi_grads[self.trunk_len:],
                                    pi_outs[self.trunk_len:], d_out, True)
             if d_value is not None:
-                d_features = d_features + _backward(self.vf_layers, self.vf_grads, vf_outs, d_value, True)
+                d_features = d_features + backward(self.vf_layers, self.vf_grads, vf_outs, d_value, True)
             if self.trunk_len:
-                _backward(self.pi_layers[:self.trunk_len], self.pi_grads[:self.trunk_len],
+                backward(self.pi_layers[:self.trunk_len], self.pi_grads[:self.trunk_len],
                           pi_outs[:self.trunk_len + 1], d_features, False)
         else:
-            _backward(self.pi_layers, self.pi_grads, pi_outs, d_out, False)
+            backward(self.pi_layers, self.pi_grads, pi_outs, d_out, False)
             if d_value is not None:
-                _backward(self.vf_layers, self.vf_grads, vf_outs, d_value, False)
+                backward(self.vf_layers, self.vf_grads, vf_outs, d_value, False)
 
-        grad = self.grad
-        norm = math.sqrt(float(np.dot(grad, grad)))
+        norm = adam.norm()
         grad_clip = cfg.get("grad_clip")
         if grad_clip is not None:
-            grad *= np.float32(min(grad_clip / (norm + 1e-6), 1.0))
+            adam.clip(grad_clip, norm)
             losses["grad_gnorm"] = norm
         if math.isfinite(total) and math.isfinite(norm):
             policy.nonfinite_guard.streak = 0
-            self._adam()
+            adam.step()
             policy.num_grad_updates += 1
         else:  # the guard counts the skip (and raises after too many in a row)
             policy.nonfinite_guard.ok({DEFAULT_OPTIMIZER: torch.tensor(total)},
@@ -353,27 +268,6 @@ class FusedPPOSGD:
         if self.log_std is not None:  # one log-std per action dimension, shared by every row
             return losses, d_mean, d_log_std.sum(0)
         return losses, np.concatenate([d_mean, d_log_std], axis=1), None
-
-    def _adam(self) -> None:
-        """`Adam._flat_update`'s ops (torch.optim.Adam's maths) on the flat buffers."""
-        group, flat = self.group, self.flat
-        beta1, beta2 = group["betas"]
-        lr, eps = group["lr"], group["eps"]
-        grad, exp_avg, exp_avg_sq = self.grad, self.exp_avg, self.exp_avg_sq
-        self.steps += 1
-        flat.count += 1
-        step = flat.count
-        exp_avg += np.float32(1 - beta1) * (grad - exp_avg)
-        exp_avg_sq *= np.float32(beta2)
-        exp_avg_sq += np.float32(1 - beta2) * grad * grad
-        denom = np.sqrt(exp_avg_sq)
-        denom /= np.float32((1 - beta2 ** step) ** 0.5)
-        denom += np.float32(eps)
-        delta = exp_avg * np.float32(-lr / (1 - beta1 ** step))
-        delta /= denom
-        offsets = self.offsets
-        for i, view in enumerate(self.param_views):
-            view += delta[offsets[i]:offsets[i + 1]].reshape(view.shape)
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:

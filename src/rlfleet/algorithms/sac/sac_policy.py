@@ -139,6 +139,10 @@ class SACTorchPolicy(TorchPolicy):
     (critic, actor, alpha), each stepped on its own loss by TorchPolicy."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
+    # The update in NumPy where it computes the same one (see fused_update.py) and torch
+    # runs on one thread; False: always torch.
+    fused_update = True
+    _fused = None
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if isinstance(action_space, gym.spaces.Box):
@@ -190,6 +194,18 @@ class SACTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return sac_losses(self, model, dist_class, train_batch)
+
+    def learn_on_batch(self, samples):
+        # Single-threaded, the fused update is ~20 % faster than torch's; with more torch
+        # threads torch's is as fast or faster (OpenBLAS threads stall on a busy machine).
+        if self.fused_update and torch.get_num_threads() == 1:
+            from rlfleet.algorithms.sac.fused_update import FusedSACUpdate, unsupported_reason
+
+            if unsupported_reason(self) is None:
+                if self._fused is None:
+                    self._fused = FusedSACUpdate(self)
+                return self._fused.learn_on_batch(samples)
+        return super().learn_on_batch(samples)
 
     def update_target(self, tau: float = None) -> None:
         """Polyak-averages the Q-nets into their targets with `tau` (default: config `tau`)."""

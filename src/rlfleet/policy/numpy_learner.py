@@ -1,0 +1,165 @@
+"""The pieces of a learner written out in NumPy: MLP passes with hand-written backward, and
+`Adam`'s update on an optimizer's own flat buffers.
+
+Why: for the small fully connected nets most RL runs train, a torch update costs more in
+per-op dispatch and autograd bookkeeping than in arithmetic (issue 16). The fused updates
+built on these (`rlfleet.algorithms.ppo.fused_sgd`, `rlfleet.algorithms.sac.fused_update`)
+compute the same update as their torch loss + `TorchPolicy._step`, on NumPy views of the
+torch parameters, and are checked against it step for step by their tests.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlfleet.policy.optim import Adam
+
+_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
+
+
+def linear_stack(module: nn.Module) -> Optional[List[Tuple[nn.Linear, Optional[str]]]]:
+    """`[(linear, activation name or None)]` of a Linear, an Identity or a Sequential of
+    Linear layers each followed by at most one tanh / ReLU; None for anything else."""
+    if isinstance(module, nn.Identity):
+        return []
+    mods = [module] if isinstance(module, nn.Linear) else list(module) if isinstance(module, nn.Sequential) else None
+    if mods is None:
+        return None
+    layers: List[List[Any]] = []
+    for m in mods:
+        if type(m) is nn.Linear:
+            layers.append([m, None])
+        elif type(m) in _ACTIVATIONS and layers and layers[-1][1] is None:
+            layers[-1][1] = _ACTIVATIONS[type(m)]
+        else:
+            return None
+    return [(lin, act) for lin, act in layers]
+
+
+def numpy_layers(module: nn.Module, grad_views: Optional[dict] = None):
+    """`(layers, grads)`: `[(W, b, activation)]` as NumPy views of `module`'s parameters (a
+    `linear_stack`), and each layer's `(dW, db)` views from `grad_views` (`{id(param): view}`;
+    None: no gradients, e.g. for frozen or target nets)."""
+    stack = linear_stack(module)
+    layers = [(lin.weight.detach().numpy(), lin.bias.detach().numpy(), act) for lin, act in stack]
+    grads = None if grad_views is None else [(grad_views[id(lin.weight)], grad_views[id(lin.bias)])
+                                             for lin, _ in stack]
+    return layers, grads
+
+
+def forward(layers, x: np.ndarray) -> List[np.ndarray]:
+    """The input and every layer's output (after its activation)."""
+    outs = [x]
+    for w, b, act in layers:
+        x = x @ w.T
+        x += b
+        if act == "tanh":
+            np.tanh(x, out=x)
+        elif act == "relu":
+            np.maximum(x, 0.0, out=x)
+        outs.append(x)
+    return outs
+
+
+def backward(layers, grads, outs: List[np.ndarray], d: np.ndarray, need_input_grad: bool) -> Optional[np.ndarray]:
+    """Backpropagates `d` (the gradient of the last output of `forward(layers, ...)`, whose
+    `outs` these are) through `layers`; writes each weight and bias gradient into `grads`'
+    views (None: only the input's gradient is wanted); returns the input's gradient."""
+    for i in range(len(layers) - 1, -1, -1):
+        w, _, act = layers[i]
+        out = outs[i + 1]
+        if act == "tanh":  # torch's tanh_backward: d * (1 - y^2)
+            d = d * (1.0 - out * out)
+        elif act == "relu":  # threshold_backward on the output
+            d = d * (out > 0)
+        if grads is not None:
+            gw, gb = grads[i]
+            np.matmul(d.T, outs[i], out=gw)
+            np.sum(d, axis=0, out=gb)
+        if i == 0 and not need_input_grad:
+            return None
+        d = d @ w
+    return d
+
+
+class FlatAdam:
+    """One `Adam` param group's update, computed in NumPy on the optimizer's own flat moment
+    buffers (`Adam.flat_group_state`) from a flat gradient buffer (`grad`, with a view per
+    parameter in `grad_views`). The same ops as `Adam._flat_update` (torch.optim.Adam's
+    maths), so `state_dict()`, checkpoints and later torch steps see the same state.
+
+    Build it anew whenever the optimizer's state may have been replaced (a restored
+    checkpoint); `supported(optimizer)` says whether it can.
+    """
+
+    def __init__(self, optimizer: Adam, index: int = 0):
+        self.group = optimizer.param_groups[index]
+        self.flat = optimizer.flat_group_state(index)
+        params = self.flat.params
+        sizes = [p.numel() for p in params]
+        self.grad = np.zeros(sum(sizes), np.float32)
+        self.offsets = np.cumsum([0] + sizes)
+        self.grad_views = {id(p): self.grad[self.offsets[i]:self.offsets[i + 1]].reshape(p.shape)
+                           for i, p in enumerate(params)}
+        self.param_views = [p.detach().numpy() for p in params]
+        self.exp_avg = self.flat.exp_avg.numpy()
+        self.exp_avg_sq = self.flat.exp_avg_sq.numpy()
+        self.steps = self.flat.steps.numpy()
+
+    @staticmethod
+    def supported(optimizer: Any, params: Sequence[torch.Tensor]) -> Optional[str]:
+        """Why `FlatAdam` cannot run `optimizer` over exactly `params` (None: it can)."""
+        if type(optimizer) is not Adam:
+            return "an optimizer other than rlfleet's Adam"
+        if len(optimizer.param_groups) != 1 or ({id(p) for p in optimizer.param_groups[0]["params"]}
+                                                != {id(p) for p in params}):
+            return "an optimizer that does not hold exactly its network's parameters in one group"
+        group = optimizer.param_groups[0]
+        if group["weight_decay"] != 0 or group["amsgrad"] or group["maximize"]:
+            return "weight decay, AMSGrad or maximize"
+        if any(p.dtype != torch.float32 or p.device.type != "cpu" or not p.requires_grad for p in params):
+            return "parameters that are not trained float32 CPU tensors"
+        if optimizer.flat_group_state(0) is None:
+            return "an optimizer whose moments cannot be laid flat"
+        return None
+
+    def norm(self) -> float:
+        """The gradient's global 2-norm."""
+        return math.sqrt(float(np.dot(self.grad, self.grad)))
+
+    def clip(self, max_norm: float, norm: float) -> None:
+        """`clip_grad_norm`'s scaling, given the norm."""
+        self.grad *= np.float32(min(max_norm / (norm + 1e-6), 1.0))
+
+    def step(self) -> None:
+        group, flat = self.group, self.flat
+        beta1, beta2 = group["betas"]
+        lr, eps = group["lr"], group["eps"]
+        grad, exp_avg, exp_avg_sq = self.grad, self.exp_avg, self.exp_avg_sq
+        self.steps += 1
+        flat.count += 1
+        step = flat.count
+        exp_avg += np.float32(1 - beta1) * (grad - exp_avg)  # lerp_(grad, 1 - beta1)
+        exp_avg_sq *= np.float32(beta2)
+        exp_avg_sq += np.float32(1 - beta2) * grad * grad
+        denom = np.sqrt(exp_avg_sq)
+        denom /= np.float32((1 - beta2 ** step) ** 0.5)
+        denom += np.float32(eps)
+        delta = exp_avg * np.float32(-lr / (1 - beta1 ** step))
+        delta /= denom
+        offsets = self.offsets
+        for i, view in enumerate(self.param_views):
+            view += delta[offsets[i]:offsets[i + 1]].reshape(view.shape)
+
+    def touch(self) -> None:
+        """Moves the parameters' torch version counters (NumPy writes leave them alone), so
+        caches keyed on them (`TorchPolicy._numpy_net`) see the new weights."""
+        with torch.no_grad():
+            torch._foreach_mul_(self.flat.params, 1.0)
+
+
+__all__ = ["FlatAdam", "backward", "forward", "linear_stack", "numpy_layers"]
