@@ -119,15 +119,17 @@ def make_multi_agent(env_name_or_creator: Union[str, Callable[[Any], gym.Env]]) 
 
         def step(self, action_dict):
             obs, rew, term, trunc, info = {}, {}, {}, {}, {}
+            envs, terminated, truncated = self.envs, self._terminated, self._truncated
             for i, action in action_dict.items():
-                obs[i], rew[i], term[i], trunc[i], info[i] = self.envs[i].step(action)
-                if term[i]:
-                    self._terminated.add(i)
-                elif trunc[i]:
-                    self._truncated.add(i)
-            done = len(self._terminated) + len(self._truncated) == len(self.envs)
-            term[ALL] = done and not self._truncated
-            trunc[ALL] = done and bool(self._truncated)
+                o, r, te, tr, inf = envs[i].step(action)
+                obs[i], rew[i], term[i], trunc[i], info[i] = o, r, te, tr, inf
+                if te:
+                    terminated.add(i)
+                elif tr:
+                    truncated.add(i)
+            done = len(terminated) + len(truncated) == len(envs)
+            term[ALL] = done and not truncated
+            trunc[ALL] = done and bool(truncated)
             return obs, rew, term, trunc, info
 
         def render(self):

@@ -47,13 +47,15 @@ class MultiAgentEpisode:
         self._prev_action: Dict[AgentID, Any] = {}
         self._last_reward: Dict[AgentID, float] = {}
         self._prev_reward: Dict[AgentID, float] = {}
-        self._last_extra: Dict[AgentID, Dict[str, Any]] = {}
+        # The acting group's `{column: [B, ...]}` and the agent's row there (read on demand).
+        self._last_extra: Dict[AgentID, Tuple[Dict[str, Any], int]] = {}
         self._last_terminated: Dict[AgentID, bool] = {}
         self._last_truncated: Dict[AgentID, bool] = {}
         # Sampler bookkeeping.
         self.done_agents: set = set()
-        self.open: Dict[AgentID, dict] = {}  # agent -> the step it acted on, awaiting its outcome
-        self.rows: Dict[AgentID, Dict[str, list]] = {}  # closed transitions not yet batched
+        self.open: Dict[AgentID, Any] = {}  # agent -> the step it acted on, awaiting its outcome
+        # agent -> its closed transitions not yet batched: `(step, next_obs, terminated, done)`
+        self.rows: Dict[AgentID, List[tuple]] = {}
         self.num_rows = 0
 
     # --- mapping ---------------------------------------------------------------------------
@@ -101,7 +103,12 @@ class MultiAgentEpisode:
         return self._prev_reward.get(agent_id, 0.0)
 
     def last_extra_action_outs_for(self, agent_id: AgentID = 0) -> Dict[str, Any]:
-        return self._last_extra.get(agent_id, {})
+        """The extra outputs of the agent's last `compute_actions` (its row of each column)."""
+        ref = self._last_extra.get(agent_id)
+        if ref is None:
+            return {}
+        extra, j = ref
+        return {k: v[j] for k, v in extra.items()}
 
     last_pi_info_for = last_extra_action_outs_for
 

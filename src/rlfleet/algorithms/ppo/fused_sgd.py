@@ -55,6 +55,8 @@ def unsupported_reason(policy) -> Optional[str]:
         return "towers, a GPU or a recurrent model"
     if policy.dist_class not in (Categorical, DiagGaussian):
         return f"the action distribution is {getattr(policy.dist_class, '__name__', policy.dist_class)}"
+    if model.free_log_std and policy.dist_class is not DiagGaussian:
+        return "free_log_std without Gaussian actions"
     for part in ("trunk", "logits", "value_head") + (() if model.value_trunk is None else ("value_trunk",)):
         if linear_stack(getattr(model, part)) is None:
             return f"model.{part} is not a stack of Linear + tanh/ReLU layers"
