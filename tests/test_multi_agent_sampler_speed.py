@@ -193,3 +193,56 @@ def test_extra_action_outs_of_the_accessor_are_the_batch_rows():
         checked += 1
     assert checked >= 10
     w.stop()
+
+
+# --- deferred extra outputs (act_deferred / deferred_columns) -------------------------------
+def _ppo_two_agent_worker(**overrides):
+    from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
+    from rlfleet.config import merge_configs, validate_config
+    from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
+    from rlfleet.rollout.rollout_worker import RolloutWorker
+
+    config = merge_configs(DEFAULT_CONFIG, {
+        "num_envs_per_worker": 4, "rollout_fragment_length": 50, "seed": 3, "env_config": {"num_agents": 2},
+        "multiagent": {"policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}"},
+        **overrides})
+    validate_config(config)
+    return RolloutWorker(env_creator=MultiAgentCartPole, policy_class=PPOTorchPolicy, config=config)
+
+
+@pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"])
+def test_deferred_extra_outputs_are_those_compute_actions_gives(batch_mode):
+    """Acting with `act_deferred` and filling the log-likelihoods and values in once per
+    `sample()` gives the batches `compute_actions` step by step gives (the same actions, the
+    same draws; values and log-likelihoods equal to float rounding)."""
+    deferred, stepwise = _ppo_two_agent_worker(batch_mode=batch_mode), _ppo_two_agent_worker(batch_mode=batch_mode)
+    stepwise.sampler._defer = False
+    assert deferred.sampler._defer
+    for _ in range(3):
+        a, b = deferred.sample(), stepwise.sample()
+        assert a.policy_batches.keys() == b.policy_batches.keys() == {"p0", "p1"}
+        for pid in a.policy_batches:
+            x, y = a.policy_batches[pid], b.policy_batches[pid]
+            assert x.keys() == y.keys()
+            for key in x.keys():
+                if x[key].dtype.kind == "f":
+                    assert x[key].dtype == y[key].dtype, key
+                    np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-5, err_msg=key)
+                else:
+                    np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+        assert not deferred.sampler._deferred  # every acting group was filled in
+
+
+def test_a_step_callback_keeps_compute_actions():
+    """A callback may read `episode.last_extra_action_outs_for(agent)` each step: then every
+    step computes all the extra outputs."""
+    seen = []
+
+    class ReadsExtras(DefaultCallbacks):
+        def on_episode_step(self, *, worker, base_env, episode, env_index=None, **kwargs):
+            seen.append(episode.last_extra_action_outs_for(0)[SB.VF_PREDS])
+
+    worker = _ppo_two_agent_worker(callbacks=ReadsExtras)
+    assert not worker.sampler._defer
+    worker.sample()
+    assert seen and all(np.isfinite(v) for v in seen)

@@ -21,8 +21,9 @@ import torch
 
 from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
-from rlfleet.policy.fast_inference import (ChunkActor, NumpyMLPInference, sample_numpy, single_threaded_blas,
-                                           supports_fast_path)
+from rlfleet.models.distributions import Categorical
+from rlfleet.policy.fast_inference import (ChunkActor, NumpyMLPInference, categorical_logp, gaussian_logp,
+                                           sample_numpy, single_threaded_blas, supports_fast_path)
 from rlfleet.policy.nan_guard import NonFiniteGuard, grad_norm
 from rlfleet.policy.optim import build_adam, check_adam_options, clip_grad_norm, optimizer_params
 from rlfleet.policy.policy import Policy
@@ -251,6 +252,43 @@ class TorchPolicy(Policy):
         self.exploration.last_timestep = timestep
         explore = self.config.get("explore", True) if explore is None else explore
         return ChunkActor(net, self.dist_class, self.np_random, explore, steps, num_envs)
+
+    def act_deferred(self, obs_batch, explore: Optional[bool] = None, timestep: Optional[int] = None
+                     ) -> Optional[Tuple[np.ndarray, np.ndarray, bool]]:
+        """`compute_actions` cut to what the next env step needs: `(actions, dist_inputs,
+        explore)`, drawn exactly as `compute_actions` draws them; the log-likelihoods and
+        value predictions are left to `deferred_columns`, computed later for many rows at
+        once with the same weights. None where `compute_actions` must run (the cases of
+        `chunk_actor`). For the multi-agent sampler (`rollout/multi_agent_sampler.py`)."""
+        timestep = self.global_timestep if timestep is None else timestep
+        if (not self._fast_ok or timestep < self.exploration.random_timesteps
+                or type(self).compute_actions is not TorchPolicy.compute_actions):
+            return None
+        net = self._numpy_net()
+        if net is None:
+            return None
+        self.exploration.last_timestep = timestep
+        explore = self.config.get("explore", True) if explore is None else explore
+        dist_inputs, _ = net(_obs_array(obs_batch), values=False)
+        actions, _ = sample_numpy(self.dist_class, dist_inputs, explore, self.np_random)
+        return actions, dist_inputs, bool(explore)
+
+    def deferred_columns(self, obs: np.ndarray, dist_inputs: np.ndarray, actions: np.ndarray,
+                         explore: bool) -> Dict[str, np.ndarray]:
+        """The extra outputs `compute_actions` would have returned with rows that
+        `act_deferred` acted on (before the weights change): distribution inputs,
+        log-likelihoods and probabilities of the actions (0 / 1 when greedy), and values."""
+        if not explore:
+            logp = np.zeros(len(actions), np.float32)
+        elif self.dist_class is Categorical:
+            logp = categorical_logp(dist_inputs, actions)
+        else:
+            logp = gaussian_logp(dist_inputs, actions)
+        columns = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs, SampleBatch.ACTION_LOGP: logp,
+                   SampleBatch.ACTION_PROB: np.exp(logp)}
+        if self.records_values:
+            columns[SampleBatch.VF_PREDS] = self._numpy_net().values(_obs_array(obs))
+        return columns
 
     def _compute_actions_numpy(self, obs: np.ndarray, explore: bool, timestep: int):
         # Same distribution as the torch path, a fraction of the dispatch cost (see

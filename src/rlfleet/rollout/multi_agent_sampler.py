@@ -88,6 +88,12 @@ class MultiAgentSampler:
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
         self._step_hook = self._hooks["on_episode_step"]
+        # Acting computes only the actions (`act_deferred`); each policy's log-likelihoods
+        # and values for the rows acted on in one `sample()` come in one pass at its end
+        # (`_resolve_deferred`), unless a callback could read them per step
+        # (`episode.last_extra_action_outs_for`) or change the weights meanwhile.
+        self._defer = not any(self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end"))
+        self._deferred: List[tuple] = []  # (policy, extra outputs dict, obs, actions, explore)
         self._rules, self._clipper = settings.rules, settings.reward_clipper
         self._eps_base = settings.episode_id_base
         self._eps_counter = 0
@@ -121,6 +127,7 @@ class MultiAgentSampler:
                     finished_seen = len(self._finished)
                     done = sum(e.num_rows if self.settings.count_agent_steps else e.length for e in self._finished)
                 if done >= target:
+                    self._resolve_deferred()
                     return self._build(self._finished, env_steps=sum(e.length for e in self._finished))
             else:
                 if self.settings.count_agent_steps:
@@ -129,6 +136,7 @@ class MultiAgentSampler:
                 else:  # env steps: no need to walk the episodes every step
                     ready = env_steps
                 if ready >= target:
+                    self._resolve_deferred()
                     live = [e for e in self._episodes if e is not None and e.num_rows]
                     return self._build(self._finished + live, env_steps=env_steps)
 
@@ -139,6 +147,7 @@ class MultiAgentSampler:
         with single_threaded_blas():
             while len(self.metrics) - start < num_episodes:
                 self._step()
+                self._resolve_deferred()  # for the actions still in flight
                 self._finished = []
                 for e in self._episodes:
                     if e is not None and not self.settings.complete_episodes:
@@ -155,6 +164,7 @@ class MultiAgentSampler:
     def restart(self) -> None:
         """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
         self._failed = None
+        self._deferred = []
         self._episodes = [None] * self.num_envs
         self._finished = []
         self.metrics = []
@@ -264,15 +274,23 @@ class MultiAgentSampler:
         actions: List[Dict[Any, Any]] = [{} for _ in range(self.num_envs)]
         for pid, (members, aids, obs_list) in groups.items():
             policy = self._resolve(pid)[0]
+            obs_batch = _stack(obs_list)
+            timestep = policy.global_timestep + self.steps_since_sync
             # explore=None: each policy's own `explore` (per-policy configs may differ).
-            acts, _, extra = policy.compute_actions(
-                _stack(obs_list), explore=None, timestep=policy.global_timestep + self.steps_since_sync)
+            act_deferred = getattr(policy, "act_deferred", None) if self._defer else None
+            acted_now = act_deferred(obs_batch, explore=None, timestep=timestep) if act_deferred else None
+            if acted_now is not None:
+                acts, dist_inputs, explore = acted_now
+                extra = {SB.ACTION_DIST_INPUTS: dist_inputs}  # the rest: `_resolve_deferred`
+                self._deferred.append((policy, extra, obs_batch, acts, explore))
+            else:
+                acts, _, extra = policy.compute_actions(obs_batch, explore=None, timestep=timestep)
+                extra = dict(extra)
             cfg = policy.config
             to_env = env_actions(acts, policy.action_space, bool(cfg.get("normalize_actions", True)),
                                  bool(cfg.get("clip_actions", False)))
             # Each row's actions and extra outputs stay in the group's arrays (read when a
             # batch is built: `_acted_columns`).
-            extra = dict(extra)
             acted = (extra, acts)
             same = to_env is acts
             for j, (ep, aid, obs, action) in enumerate(zip(members, aids, obs_list, list(acts))):
@@ -309,6 +327,26 @@ class MultiAgentSampler:
         perf["processing"] += clock() - t1 - env_wait
         perf["steps"] += 1
         return self.num_envs
+
+    def _resolve_deferred(self) -> None:
+        """Fills in the extra outputs of the rows acted on with `act_deferred` since the last
+        call: per policy (and explore setting), one `deferred_columns` pass over all of them,
+        split back into each acting group's dict (which its rows read)."""
+        deferred, self._deferred = self._deferred, []
+        passes: Dict[Tuple[int, bool], List[tuple]] = {}
+        for entry in deferred:
+            passes.setdefault((id(entry[0]), entry[4]), []).append(entry)
+        for entries in passes.values():
+            policy, explore = entries[0][0], entries[0][4]
+            ends = list(accumulate(len(entry[3]) for entry in entries))
+            columns = policy.deferred_columns(
+                np.concatenate([entry[2] for entry in entries]),
+                np.concatenate([entry[1][SB.ACTION_DIST_INPUTS] for entry in entries]),
+                np.concatenate([entry[3] for entry in entries]), explore)
+            for entry, start, end in zip(entries, [0] + ends[:-1], ends):
+                extra = entry[1]
+                for key, column in columns.items():
+                    extra[key] = column[start:end]
 
     def _user_code_ran(self) -> None:
         """A callback or `observation_fn` ran: it may have changed the worker's policies."""
