@@ -243,15 +243,22 @@ class TorchPolicy(Policy):
         once per chunk), or None where `compute_actions` must run step by step (recurrent
         or non-MLP models, other exploration, random warm-up steps, a subclass acting its
         own way)."""
+        net = self._acting_net(timestep)
+        if net is None:
+            return None
+        explore = self.config.get("explore", True) if explore is None else explore
+        return ChunkActor(net, self.dist_class, self.np_random, explore, steps, num_envs)
+
+    def _acting_net(self, timestep: int) -> Optional[NumpyMLPInference]:
+        """The NumPy snapshot to act with at `timestep` (the exploration told of the step), or
+        None where `compute_actions` must act (see `chunk_actor`)."""
         if (not self._fast_ok or timestep < self.exploration.random_timesteps
                 or type(self).compute_actions is not TorchPolicy.compute_actions):
             return None
         net = self._numpy_net()
-        if net is None:
-            return None
-        self.exploration.last_timestep = timestep
-        explore = self.config.get("explore", True) if explore is None else explore
-        return ChunkActor(net, self.dist_class, self.np_random, explore, steps, num_envs)
+        if net is not None:
+            self.exploration.last_timestep = timestep
+        return net
 
     def act_deferred(self, obs_batch, explore: Optional[bool] = None, timestep: Optional[int] = None
                      ) -> Optional[Tuple[np.ndarray, np.ndarray, bool]]:
@@ -260,14 +267,9 @@ class TorchPolicy(Policy):
         value predictions are left to `deferred_columns`, computed later for many rows at
         once with the same weights. None where `compute_actions` must run (the cases of
         `chunk_actor`). For the multi-agent sampler (`rollout/multi_agent_sampler.py`)."""
-        timestep = self.global_timestep if timestep is None else timestep
-        if (not self._fast_ok or timestep < self.exploration.random_timesteps
-                or type(self).compute_actions is not TorchPolicy.compute_actions):
-            return None
-        net = self._numpy_net()
+        net = self._acting_net(self.global_timestep if timestep is None else timestep)
         if net is None:
             return None
-        self.exploration.last_timestep = timestep
         explore = self.config.get("explore", True) if explore is None else explore
         dist_inputs, _ = net(_obs_array(obs_batch), values=False)
         actions, _ = sample_numpy(self.dist_class, dist_inputs, explore, self.np_random)
