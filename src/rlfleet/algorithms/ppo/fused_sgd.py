@@ -161,18 +161,14 @@ class FusedPPOSGD:
             losses, d_out = self._categorical(batch, dist_out, inv, cfg)
         else:
             losses, d_out, d_log_std = self._gaussian(batch, dist_out, inv, cfg)
-        total = losses["total_loss"]
-        vf_loss = 0.0
-        d_value = None
-        if cfg["use_critic"]:
-            err = vf_outs[-1][:, 0] - batch[SB.VALUE_TARGETS]
-            sq = err * err
-            vf_clip = cfg["vf_clip_param"]
-            vf_loss = float(np.minimum(sq, vf_clip).mean())
-            coeff = cfg["vf_loss_coeff"]
-            total = total + coeff * vf_loss
-            # clamp's gradient passes where 0 <= x <= max (torch's rule, bounds included)
-            d_value = (np.float32(2.0 * coeff) * inv * err * (sq <= vf_clip))[:, None]
+        # The clipped value loss (`use_critic` holds: see `unsupported_reason`).
+        err = vf_outs[-1][:, 0] - batch[SB.VALUE_TARGETS]
+        sq = err * err
+        vf_clip, coeff = cfg["vf_clip_param"], cfg["vf_loss_coeff"]
+        vf_loss = float(np.minimum(sq, vf_clip).mean())
+        total = losses["total_loss"] + coeff * vf_loss
+        # clamp's gradient passes where 0 <= x <= max (torch's rule, bounds included)
+        d_value = (np.float32(2.0 * coeff) * inv * err * (sq <= vf_clip))[:, None]
         losses["total_loss"], losses["vf_loss"] = total, vf_loss
 
         adam = self.adam
@@ -181,16 +177,14 @@ class FusedPPOSGD:
             self.log_std[1][...] = d_log_std
         if self.shared:
             d_features = backward(self.pi_layers[self.trunk_len:], self.pi_grads[self.trunk_len:],
-                                   pi_outs[self.trunk_len:], d_out, True)
-            if d_value is not None:
-                d_features = d_features + backward(self.vf_layers, self.vf_grads, vf_outs, d_value, True)
+                                  pi_outs[self.trunk_len:], d_out, True)
+            d_features = d_features + backward(self.vf_layers, self.vf_grads, vf_outs, d_value, True)
             if self.trunk_len:
                 backward(self.pi_layers[:self.trunk_len], self.pi_grads[:self.trunk_len],
-                          pi_outs[:self.trunk_len + 1], d_features, False)
+                         pi_outs[:self.trunk_len + 1], d_features, False)
         else:
             backward(self.pi_layers, self.pi_grads, pi_outs, d_out, False)
-            if d_value is not None:
-                backward(self.vf_layers, self.vf_grads, vf_outs, d_value, False)
+            backward(self.vf_layers, self.vf_grads, vf_outs, d_value, False)
 
         norm = adam.norm()
         grad_clip = cfg.get("grad_clip")
