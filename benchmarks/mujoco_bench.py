@@ -5,12 +5,18 @@ of the Zoo's 1M), scored by 10 greedy episodes, beside SB3's published figures.
     pip install 'mujoco>=2.3.3'
     python benchmarks/mujoco_bench.py                                    # every case, 100k steps, seed 0
     python benchmarks/mujoco_bench.py --cases sac-halfcheetah td3-hopper --timesteps 30000
+    python benchmarks/mujoco_bench.py --sb3 --cases sac-halfcheetah     # SB3 itself, same case and scoring
 
 The cases are `benchmarks/zoo.py`'s (`CASES`, its translation of the Zoo's keys, its
 `run_case` for training and greedy scoring); their YAMLs are `benchmarks/zoo_cases/
 {halfcheetah,hopper}-*.yaml`. SB3's published scores (the Zoo's benchmark.md) are final
 scores after 1M steps on the -v3 envs; the Zoo publishes no score at a smaller step count, so
 the "SB3 at these steps" column says unknown unless `AT_STEPS` has a figure.
+
+`--sb3` trains Stable-Baselines3 (`pip install 'rlfleet[bench]'`) on the same cases with
+the Zoo's hyperparameters (`SB3_CASES`) for the same steps and scores it the same way (10
+greedy episodes from env seeds 10000+i): a same-machine figure at a step count the Zoo does
+not publish.
 
 Not named `mujoco.py`: run as a script, this folder comes first on `sys.path`, and a
 `mujoco.py` here would be imported in place of the MuJoCo package (by this script and by
@@ -36,6 +42,49 @@ PUBLISHED: Dict[str, Tuple[float, int, str]] = {
 }
 # (case, env steps) -> SB3's score at that step count, where one is published.
 AT_STEPS: Dict[Tuple[str, int], float] = {}
+# case -> (SB3 class, env id, the Zoo's hyperparameters: hyperparams/sac.yml and td3.yml)
+_TD3_ZOO = {"learning_starts": 10_000, "learning_rate": 1e-3, "batch_size": 256, "train_freq": 1,
+            "gradient_steps": 1, "policy_kwargs": {"net_arch": [400, 300]}, "noise_std": 0.1}
+SB3_CASES: Dict[str, Tuple[str, str, dict]] = {
+    "sac-halfcheetah": ("SAC", "HalfCheetah-v5", {"learning_starts": 10_000}),
+    "sac-hopper": ("SAC", "Hopper-v5", {"learning_starts": 10_000}),
+    "td3-halfcheetah": ("TD3", "HalfCheetah-v5", _TD3_ZOO),
+    "td3-hopper": ("TD3", "Hopper-v5", _TD3_ZOO),
+}
+
+
+class _SB3Actor:
+    """An SB3 model behind the one method `zoo.greedy_score` calls."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def compute_single_action(self, obs, explore: bool = False):
+        return self.model.predict(obs, deterministic=not explore)[0]
+
+
+def run_sb3_case(name: str, seed: int, episodes: int, timesteps: int) -> dict:
+    """SB3 on case `name` for `timesteps` steps, scored as `zoo.run_case` scores rlfleet."""
+    import time
+
+    import numpy as np
+    import stable_baselines3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    algo, env_id, hyper = SB3_CASES[name]
+    kwargs = dict(hyper)
+    noise_std = kwargs.pop("noise_std", None)
+    model_cls = getattr(stable_baselines3, algo)
+    model = model_cls("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0, **kwargs)
+    if noise_std is not None:
+        size = model.action_space.shape[-1]
+        model.action_noise = NormalActionNoise(np.zeros(size), noise_std * np.ones(size))
+    start = time.perf_counter()
+    model.learn(total_timesteps=timesteps)
+    wall = time.perf_counter() - start
+    returns = zoo.greedy_score(_SB3Actor(model), env_id, episodes)
+    return {"case": f"{name} (SB3)", "seed": seed, "score": statistics.mean(returns), "steps": int(model.num_timesteps),
+            "wall_s": wall, "returns": returns}
 
 
 def table(rows: List[dict], published: Dict[str, Tuple[float, int, str]],
@@ -70,6 +119,7 @@ def main(argv: Optional[List[str]] = None, *, suite: Dict[str, Tuple[float, int,
     parser.add_argument("--episodes", type=int, default=10, help="greedy evaluation episodes per run")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
+    parser.add_argument("--sb3", action="store_true", help="train Stable-Baselines3 instead (SB3_CASES)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.cases) - set(suite) | set(args.cases) - set(zoo.CASES))
     if unknown:
@@ -77,7 +127,15 @@ def main(argv: Optional[List[str]] = None, *, suite: Dict[str, Tuple[float, int,
     import torch
 
     torch.set_num_threads(args.threads)
-    rows = zoo.run_cases(args.cases, args.seeds, args.episodes, args.timesteps)
+    if args.sb3:
+        rows = []
+        for name in args.cases:
+            for seed in args.seeds:
+                rows.append(run_sb3_case(name, seed, args.episodes, args.timesteps))
+                print(f"{rows[-1]['case']} seed {seed}: {rows[-1]['score']:.1f} after {rows[-1]['steps']} env steps, "
+                      f"{rows[-1]['wall_s']:.0f} s", flush=True)
+    else:
+        rows = zoo.run_cases(args.cases, args.seeds, args.episodes, args.timesteps)
     text = table(rows, suite, at_steps, reference)
     print(text)
     if args.out:
