@@ -43,6 +43,21 @@ def _transitions(env_id: str, n: int, seed: int = 0) -> SampleBatch:
     return batch
 
 
+def train_side_by_side(fused, plain, data: SampleBatch, updates: int, seed: int, after=None):
+    """`updates` calls of `learn_on_batch` on both policies with the same 64-row batches of
+    `data` and the same torch generator state; returns the last two results."""
+    rng = np.random.default_rng(seed)
+    for _ in range(updates):
+        rows = rng.choice(len(data), 64, replace=False)
+        batch = SampleBatch({k: v[rows] for k, v in data.items()})
+        plain.generator.set_state(fused.generator.get_state())
+        out_f = fused.learn_on_batch(batch.copy())
+        out_p = plain.learn_on_batch(batch.copy())
+        if after is not None:
+            after()
+    return out_f, out_p
+
+
 CASES = {
     "pendulum-twin": ("Pendulum-v1", {}),
     "pendulum-single-q-clip-tanh": ("Pendulum-v1", {
@@ -53,16 +68,8 @@ CASES = {
 }
 
 
-@pytest.fixture
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_fused_sac_matches_torch(case, one_torch_thread):
+def test_fused_sac_matches_torch(case):
     env_id, overrides = CASES[case]
     env = gym.make(env_id)
     config = {"Q_model": {"fcnet_hiddens": [32, 32]}, "policy_model": {"fcnet_hiddens": [32, 32]}, **overrides}
@@ -71,36 +78,41 @@ def test_fused_sac_matches_torch(case, one_torch_thread):
     plain.fused_update = False
     assert unsupported_reason(fused) is None
     plain.set_weights(fused.get_weights())
-    data = _transitions(env_id, 512)
-    rng = np.random.default_rng(1)
-    for _ in range(30):
-        rows = rng.choice(len(data), 64, replace=False)
-        batch = SampleBatch({k: v[rows] for k, v in data.items()})
-        plain.generator.set_state(fused.generator.get_state())
-        out_f = fused.learn_on_batch(batch.copy())
-        out_p = plain.learn_on_batch(batch.copy())
-        fused.update_target()
-        plain.update_target()
+    out_f, out_p = train_side_by_side(fused, plain, _transitions(env_id, 512), updates=30, seed=1,
+                                      after=lambda: (fused.update_target(), plain.update_target()))
+    assert_fused_matches(fused, plain, out_f, out_p, updates=30)
+
+
+def assert_fused_matches(fused, plain, out_f, out_p, updates: int) -> None:
+    """Each took its own path, and both hold the same weights and optimizer states and
+    reported the same stats and TD errors after `updates` updates."""
     assert fused._fused is not None and plain._fused is None
     np.testing.assert_allclose(out_f["td_error"], out_p["td_error"], rtol=1e-3, atol=1e-4)
     assert_same_learner_state(fused, plain, out_f["learner_stats"], out_p["learner_stats"],
                               weight_tol=(1e-4, 1e-5), moment_rtol=2e-3, stats_rel=1e-3)
-    assert fused.num_grad_updates == plain.num_grad_updates == 30
+    assert fused.num_grad_updates == plain.num_grad_updates == updates
 
 
-def test_fused_sac_skips_nonfinite_updates(one_torch_thread):
+def test_fused_sac_skips_nonfinite_updates():
     env = gym.make("Pendulum-v1")
     policy = _policy(env.observation_space, env.action_space, max_nonfinite_updates=10)
+    assert_skips_nonfinite_update(policy, np.nan)
+
+
+def assert_skips_nonfinite_update(policy, bad_reward: float) -> None:
+    """One update on Pendulum transitions with a `bad_reward` among them is skipped (the
+    weights stay, the skip is counted) and reports finite TD errors (replay priorities)."""
     batch = _transitions("Pendulum-v1", 64)
-    batch[SB.REWARDS][3] = np.nan
+    batch[SB.REWARDS][3] = bad_reward
     before = policy.get_weights()
     out = policy.learn_on_batch(batch)
+    assert policy._fused is not None
     assert out["num_nonfinite_updates"] == 1 and np.isfinite(out["td_error"]).all()
     for k, v in policy.get_weights().items():
         np.testing.assert_array_equal(v, before[k])
 
 
-def test_other_sac_settings_keep_the_torch_path(one_torch_thread):
+def test_other_sac_settings_keep_the_torch_path():
     env = gym.make("CartPole-v1")
     assert "discrete" in unsupported_reason(_policy(env.observation_space, env.action_space))
     env = gym.make("Pendulum-v1")

@@ -246,3 +246,38 @@ def test_a_step_callback_keeps_compute_actions():
     assert not worker.sampler._defer
     worker.sample()
     assert seen and all(np.isfinite(v) for v in seen)
+
+
+def test_observation_fn_keeps_compute_actions():
+    """`observation_fn` is user code run every step, as a step callback is."""
+    worker = _ppo_two_agent_worker(multiagent={
+        "policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}",
+        "observation_fn": lambda agent_obs, **kw: agent_obs})
+    assert not worker.sampler._defer
+    batch = worker.sample()
+    assert SB.VF_PREDS in batch.policy_batches["p0"]
+
+
+def test_an_error_mid_sample_fills_in_the_rows_acted_on():
+    """Rows acted on before an error get their log-likelihoods and values from the weights
+    they acted with, not from weights set before the next `sample()`."""
+    deferred, stepwise = _ppo_two_agent_worker(), _ppo_two_agent_worker()
+    stepwise.sampler._defer = False
+    for worker in (deferred, stepwise):
+        sampler = worker.sampler
+        step, calls = sampler._step, []
+
+        def failing_step(step=step, calls=calls):
+            calls.append(1)
+            if len(calls) == 30:
+                raise RuntimeError("user code failed")
+            return step()
+
+        sampler._step = failing_step
+        with pytest.raises(RuntimeError):
+            worker.sample()
+        assert not sampler._deferred
+        sampler._step = step
+        worker.get_policy("p0").set_weights({k: v * 1.1 for k, v in worker.get_policy("p0").get_weights().items()})
+    a, b = deferred.sample().policy_batches["p0"], stepwise.sample().policy_batches["p0"]
+    np.testing.assert_allclose(a[SB.VF_PREDS], b[SB.VF_PREDS], rtol=1e-5, atol=1e-5)

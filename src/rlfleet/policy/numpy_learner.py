@@ -10,13 +10,15 @@ torch parameters, and are checked against it step for step by their tests.
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from rlfleet.policy.fast_inference import single_threaded_blas
 from rlfleet.policy.optim import Adam
+from rlfleet.policy.torch_policy import _gnorm_stat
 
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
 
@@ -162,4 +164,92 @@ class FlatAdam:
             torch._foreach_mul_(self.flat.params, 1.0)
 
 
-__all__ = ["FlatAdam", "backward", "forward", "linear_stack", "numpy_layers"]
+def nets_reason(policy, nets: Sequence[nn.Module], params: Dict[str, Sequence[torch.Tensor]]) -> Optional[str]:
+    """Why a fused update cannot run `policy` (None: it can) as far as its networks and
+    optimizers go: on the CPU without towers, every net in `nets` a `linear_stack`, and its
+    optimizers exactly `params`' names, each a `FlatAdam.supported` one over those parameters."""
+    if policy.towers is not None or policy.device.type != "cpu":
+        return "towers or a GPU"
+    if any(linear_stack(net) is None for net in nets):
+        return "a network that is not a stack of Linear + tanh/ReLU layers"
+    if sorted(policy.optimizers) != sorted(params):
+        return f"other optimizers than {sorted(params)}"
+    for name, group in params.items():
+        why = FlatAdam.supported(policy.optimizers[name], list(group))
+        if why is not None:
+            return f"{name}: {why}"
+    return None
+
+
+def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, float], stats: Dict[str, Any]) -> bool:
+    """`TorchPolicy._step`'s end for the optimizers `adams` (those stepping, by name): each
+    gradient's norm, clipped to `grad_clip` (and reported) when set; the NaN guard over their
+    losses and norms; then every step, or none. Returns whether they stepped."""
+    grad_clip = policy.config.get("grad_clip")
+    norms = {}
+    for name, adam in adams.items():
+        norms[name] = adam.norm()
+        if grad_clip is not None:
+            adam.clip(grad_clip, norms[name])
+            stats[_gnorm_stat(name)] = norms[name]
+    if all(math.isfinite(losses[name]) and math.isfinite(norms[name]) for name in adams):
+        policy.nonfinite_guard.streak = 0
+        for adam in adams.values():
+            adam.step()
+            adam.touch()
+        policy.num_grad_updates += 1
+        return True
+    # The guard counts the skip (and raises after too many in a row).
+    policy.nonfinite_guard.ok({k: torch.tensor(losses[k]) for k in adams}, {k: torch.tensor(norms[k]) for k in adams},
+                              {k: torch.as_tensor(v) for k, v in stats.items()})
+    return False
+
+
+class FusedUpdate:
+    """An off-policy fused update: `learn_on_batch` as `TorchPolicy.learn_on_batch` around a
+    subclass's `_bind()` (views of the current weights and optimizer states) and
+    `_update(columns) -> stats` (with a per-sample `"td_error"`)."""
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def _bind(self) -> None:
+        raise NotImplementedError  # abstract: see the subclasses
+
+    def _update(self, columns: Dict[str, np.ndarray]) -> Dict[str, Any]:
+        raise NotImplementedError  # abstract: see the subclasses
+
+    def learn_on_batch(self, samples) -> Dict[str, Any]:
+        policy = self.policy
+        result: Dict[str, Any] = {}
+        if policy._learn_hook:
+            policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
+        columns = {k: t.numpy() for k, t in policy.to_tensors(samples).items()}
+        self._bind()
+        # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
+        with single_threaded_blas(), np.errstate(all="ignore"):
+            stats = self._update(columns)
+        td_error = stats.pop("td_error")
+        # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
+        result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(
+            td_error, nan=0.0, posinf=0.0, neginf=0.0)
+        result["learner_stats"] = policy._learner_stats(stats)
+        result["num_nonfinite_updates"] = policy.nonfinite_guard.total
+        return result
+
+
+def single_thread_fused(policy, build: Callable[[Any], FusedUpdate],
+                        unsupported_reason: Callable[[Any], Optional[str]]) -> Optional[FusedUpdate]:
+    """`policy`'s fused update (built once with `build`) where it may run: the policy's
+    `fused_update` is set, torch runs on one thread (with more, torch's multi-threaded
+    products are as fast or faster, and OpenBLAS's threads stall on a busy machine), and
+    `unsupported_reason(policy)` is None. None otherwise: the torch path."""
+    if not policy.fused_update or torch.get_num_threads() != 1 or unsupported_reason(policy) is not None:
+        return None
+    if policy._fused is None:
+        policy._fused = build(policy)
+    return policy._fused
+
+
+__all__ = ["FlatAdam", "FusedUpdate", "backward", "clip_guard_and_step", "forward", "linear_stack", "nets_reason",
+           "numpy_layers", "single_thread_fused"]

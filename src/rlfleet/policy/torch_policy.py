@@ -410,9 +410,9 @@ class TorchPolicy(Policy):
         if self.is_recurrent():
             padded = pad_batch_to_sequences(batch, self.max_seq_len, columns, self.num_state_tensors())
             self._seq_row_columns = tuple(columns) + (SEQ_MASK,)
-            return {k: to_device(torch.as_tensor(v), self.device) for k, v in padded.items()}
+            return {k: to_device(_tensor(v), self.device) for k, v in padded.items()}
         # Once per train batch (pinned memory on a GPU), never per minibatch.
-        return {c: to_device(torch.as_tensor(batch[c]), self.device) for c in columns}
+        return {c: to_device(_tensor(batch[c]), self.device) for c in columns}
 
     def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """One gradient update: every optimizer `optimizers_to_step()` names steps on its own
@@ -665,6 +665,14 @@ class TorchPolicy(Policy):
         self.generator.manual_seed(seed)
         # Set the state in place: exploration holds the same Generator object.
         self.np_random.bit_generator.state = np.random.default_rng(seed).bit_generator.state
+
+
+def _tensor(column: Any) -> torch.Tensor:
+    """A column as a tensor, sharing its memory; read-only arrays (batches that came through
+    Ray's object store) are copied first: torch cannot wrap them without a warning."""
+    if isinstance(column, np.ndarray) and not column.flags.writeable:
+        column = column.copy()
+    return torch.as_tensor(column)
 
 
 def _gnorm_stat(name: str) -> str:

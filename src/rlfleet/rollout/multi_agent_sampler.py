@@ -90,9 +90,10 @@ class MultiAgentSampler:
         self._step_hook = self._hooks["on_episode_step"]
         # Acting computes only the actions (`act_deferred`); each policy's log-likelihoods
         # and values for the rows acted on in one `sample()` come in one pass at its end
-        # (`_resolve_deferred`), unless a callback could read them per step
-        # (`episode.last_extra_action_outs_for`) or change the weights meanwhile.
-        self._defer = not any(self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end"))
+        # (`_resolve_deferred`), unless a callback or `observation_fn` could read them per
+        # step (`episode.last_extra_action_outs_for`) or change the weights meanwhile.
+        self._defer = settings.observation_fn is None and not any(
+            self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end"))
         self._deferred: List[tuple] = []  # (policy, extra outputs dict, obs, actions, explore)
         self._rules, self._clipper = settings.rules, settings.reward_clipper
         self._eps_base = settings.episode_id_base
@@ -114,7 +115,10 @@ class MultiAgentSampler:
     def sample(self) -> MultiAgentBatch:
         """One MultiAgentBatch (see the module docstring for its size)."""
         with single_threaded_blas():  # small products: see fast_inference.single_threaded_blas
-            return self._sample()
+            try:
+                return self._sample()
+            finally:  # after an error too: rows acted on keep the weights they acted with
+                self._resolve_deferred()
 
     def _sample(self) -> MultiAgentBatch:
         target = self.settings.fragment_length * self.num_envs
@@ -145,13 +149,15 @@ class MultiAgentSampler:
         (their samples are dropped: evaluation needs only the metrics)."""
         start = len(self.metrics)
         with single_threaded_blas():
-            while len(self.metrics) - start < num_episodes:
-                self._step()
-                self._resolve_deferred()  # for the actions still in flight
-                self._finished = []
-                for e in self._episodes:
-                    if e is not None and not self.settings.complete_episodes:
-                        e.rows, e.num_rows = {}, 0
+            try:
+                while len(self.metrics) - start < num_episodes:
+                    self._step()
+                    self._finished = []
+                    for e in self._episodes:
+                        if e is not None and not self.settings.complete_episodes:
+                            e.rows, e.num_rows = {}, 0
+            finally:  # the actions still in flight (and after an error)
+                self._resolve_deferred()
         return self.metrics[start:]
 
     def pop_metrics(self) -> List[RolloutMetrics]:

@@ -26,13 +26,12 @@ import math
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
-import torch
 from torch import nn
 
 from rlfleet.models.distributions import Categorical, DiagGaussian
 from rlfleet.models.fcnet import FullyConnectedNetwork
 from rlfleet.policy.fast_inference import single_threaded_blas
-from rlfleet.policy.numpy_learner import FlatAdam, backward, forward, linear_stack, numpy_layers
+from rlfleet.policy.numpy_learner import FlatAdam, backward, clip_guard_and_step, forward, linear_stack, numpy_layers
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
@@ -114,7 +113,8 @@ class FusedPPOSGD:
         n = samples.count
         minibatch_size = max(1, min(int(minibatch_size), n))
         last_pass: List[Dict[str, float]] = []
-        with single_threaded_blas():
+        # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
+        with single_threaded_blas(), np.errstate(all="ignore"):
             for _ in range(int(num_sgd_iter)):
                 order = policy.np_random.permutation(n) if shuffle else None
                 rows = cols if minibatch_size >= n or not shuffle else {k: v[order] for k, v in cols.items()}
@@ -124,7 +124,6 @@ class FusedPPOSGD:
                     if end - start < minibatch_size // 2 and start > 0:
                         continue
                     last_pass.append(self._step({k: v[start:end] for k, v in rows.items()}))
-        self.adam.touch()  # the acting snapshot (`TorchPolicy._numpy_net`) is rebuilt
         stats = {k: float(np.mean(np.asarray([s[k] for s in last_pass], np.float32))) for k in last_pass[0]}
         result["learner_stats"] = policy._learner_stats(stats)
         result["num_nonfinite_updates"] = policy.nonfinite_guard.total
@@ -186,19 +185,7 @@ class FusedPPOSGD:
             backward(self.pi_layers, self.pi_grads, pi_outs, d_out, False)
             backward(self.vf_layers, self.vf_grads, vf_outs, d_value, False)
 
-        norm = adam.norm()
-        grad_clip = cfg.get("grad_clip")
-        if grad_clip is not None:
-            adam.clip(grad_clip, norm)
-            losses["grad_gnorm"] = norm
-        if math.isfinite(total) and math.isfinite(norm):
-            policy.nonfinite_guard.streak = 0
-            adam.step()
-            policy.num_grad_updates += 1
-        else:  # the guard counts the skip (and raises after too many in a row)
-            policy.nonfinite_guard.ok({DEFAULT_OPTIMIZER: torch.tensor(total)},
-                                      {DEFAULT_OPTIMIZER: torch.tensor(norm)},
-                                      {k: torch.tensor(v) for k, v in losses.items()})
+        clip_guard_and_step(policy, {DEFAULT_OPTIMIZER: adam}, {DEFAULT_OPTIMIZER: total}, losses)
         return losses
 
     def _categorical(self, batch, logits: np.ndarray, inv, cfg) -> Tuple[Dict[str, float], np.ndarray]:

@@ -24,14 +24,14 @@ path, as does a policy with `fused_update = False`.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
 from rlfleet.algorithms.sac.sac_model import SACModel
-from rlfleet.policy.fast_inference import single_threaded_blas
-from rlfleet.policy.numpy_learner import FlatAdam, backward, forward, linear_stack, numpy_layers
+from rlfleet.policy.numpy_learner import (FlatAdam, FusedUpdate, backward, clip_guard_and_step, forward, nets_reason,
+                                          numpy_layers)
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.utils.spaces import policy_action_bounds
@@ -53,21 +53,24 @@ def unsupported_reason(policy) -> Optional[str]:
         return "discrete actions or another model"
     if policy.config["_deterministic_loss"]:
         return "_deterministic_loss"
-    if policy.towers is not None or policy.device.type != "cpu":
-        return "towers or a GPU"
     nets = [model.policy_net, model.q_net, model.target_q_net]
     if model.twin_q_net is not None:
         nets += [model.twin_q_net, model.target_twin_q_net]
-    if any(linear_stack(net) is None for net in nets):
-        return "a network that is not a stack of Linear + tanh/ReLU layers"
-    if sorted(policy.optimizers) != sorted(_NAMES):
-        return "other optimizers than critic, actor and alpha"
-    params = {"critic": model.q_parameters(), "actor": model.policy_parameters(), "alpha": [model.log_alpha]}
-    for name in _NAMES:
-        why = FlatAdam.supported(policy.optimizers[name], params[name])
-        if why is not None:
-            return f"{name}: {why}"
-    return None
+    return nets_reason(policy, nets, {"critic": model.q_parameters(), "actor": model.policy_parameters(),
+                                      "alpha": [model.log_alpha]})
+
+
+def replay_columns(columns: Dict[str, np.ndarray], gamma: float) -> Tuple[np.ndarray, ...]:
+    """`(obs, next_obs, actions, rewards, discounts, weights)` of a replayed batch, float32
+    and flat per row; the discount is gamma ** n_steps, 0 past a terminal step (as
+    `sac_losses` and `ddpg_losses` compute it)."""
+    f32 = np.float32
+    n = len(columns[SB.REWARDS])
+    obs, next_obs, actions = (columns[k].reshape(n, -1).astype(f32, copy=False)
+                              for k in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS))
+    discounts = (f32(gamma) ** columns[N_STEPS].astype(f32)) * (1.0 - columns[SB.TERMINATEDS].astype(f32))
+    return (obs, next_obs, actions, columns[SB.REWARDS].astype(f32, copy=False), discounts,
+            columns[PRIO_WEIGHTS].astype(f32, copy=False))
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -79,12 +82,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
 
-class FusedSACUpdate:
+class FusedSACUpdate(FusedUpdate):
     """The fused update for one policy (check `unsupported_reason` first). Views are
     rebuilt at each call, so loaded weights and optimizer states are the ones trained."""
 
     def __init__(self, policy):
-        self.policy = policy
+        super().__init__(policy)
         low, high = policy_action_bounds(policy.action_space, policy.config["normalize_actions"])
         self.low = np.asarray(low, np.float32)
         self.high = np.asarray(high, np.float32)
@@ -102,24 +105,6 @@ class FusedSACUpdate:
             self.target_q.append(numpy_layers(model.target_twin_q_net)[0])
         self.log_alpha = model.log_alpha.detach().numpy()
         self.alpha_grad = self.adams["alpha"].grad_views[id(model.log_alpha)]
-
-    def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
-        """As `TorchPolicy.learn_on_batch`: one update of critic, actor and alpha."""
-        policy = self.policy
-        result: Dict[str, Any] = {}
-        if policy._learn_hook:
-            policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
-        cols = {k: t.numpy() for k, t in policy.to_tensors(samples).items()}
-        self._bind()
-        with single_threaded_blas():
-            stats = self._update(cols)
-        td_error = stats.pop("td_error")
-        # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
-        result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(
-            td_error, nan=0.0, posinf=0.0, neginf=0.0)
-        result["learner_stats"] = policy._learner_stats(stats)
-        result["num_nonfinite_updates"] = policy.nonfinite_guard.total
-        return result
 
     def _policy_draw(self, obs: np.ndarray, noise: np.ndarray):
         """The policy's outputs on `obs` and one reparameterised draw with `noise`: `(layer
@@ -140,14 +125,9 @@ class FusedSACUpdate:
     def _update(self, cols: Dict[str, np.ndarray]) -> Dict[str, Any]:
         policy = self.policy
         cfg = policy.config
-        n = len(cols[SB.REWARDS])
         f32 = np.float32
-        obs = cols[SB.OBS].reshape(n, -1).astype(f32, copy=False)
-        next_obs = cols[SB.NEXT_OBS].reshape(n, -1).astype(f32, copy=False)
-        actions = cols[SB.ACTIONS].reshape(n, -1).astype(f32, copy=False)
-        rewards = cols[SB.REWARDS].astype(f32, copy=False)
-        discounts = (f32(cfg["gamma"]) ** cols[N_STEPS].astype(f32)) * (1.0 - cols[SB.TERMINATEDS].astype(f32))
-        weights = cols[PRIO_WEIGHTS].astype(f32, copy=False)
+        obs, next_obs, actions, rewards, discounts, weights = replay_columns(cols, cfg["gamma"])
+        n = len(rewards)
         log_alpha = f32(self.log_alpha)
         alpha = np.exp(log_alpha)
         k = actions.shape[1]
@@ -212,24 +192,7 @@ class FusedSACUpdate:
         # Alpha: -mean(log_alpha * (logp + target_entropy)), logp held fixed.
         self.alpha_grad[...] = -(logp_t + f32(te)).mean()
 
-        grad_clip = cfg.get("grad_clip")
-        norms = {}
-        for name, adam in adams.items():
-            norms[name] = adam.norm()
-            if grad_clip is not None:
-                adam.clip(grad_clip, norms[name])
-                stats[f"{name}_gnorm"] = norms[name]
-        losses = {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss}
-        if all(math.isfinite(v) for v in (*losses.values(), *norms.values())):
-            policy.nonfinite_guard.streak = 0
-            for adam in adams.values():
-                adam.step()
-                adam.touch()
-            policy.num_grad_updates += 1
-        else:  # the guard counts the skip (and raises after too many in a row)
-            policy.nonfinite_guard.ok({k: torch.tensor(v) for k, v in losses.items()},
-                                      {k: torch.tensor(v) for k, v in norms.items()},
-                                      {k: torch.as_tensor(v) for k, v in stats.items()})
+        clip_guard_and_step(policy, adams, {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss}, stats)
         # As the torch path reports it: the parameter's value once the step is taken.
         stats["log_alpha_value"] = float(self.log_alpha)
         return stats
