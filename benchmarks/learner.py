@@ -1,8 +1,8 @@
 """Learner throughput: the fused NumPy updates (rlfleet/algorithms/ppo/fused_sgd.py,
-rlfleet/algorithms/sac/fused_update.py) vs the torch path, on the same real train batches,
-in one run.
+rlfleet/algorithms/sac/fused_update.py, rlfleet/algorithms/ddpg/fused_update.py) vs the
+torch path, on the same real train batches, in one run.
 
-    python benchmarks/learner.py [--cases zoo default pendulum sac] [--rounds 5] [--threads 1]
+    python benchmarks/learner.py [--cases zoo default pendulum sac td3] [--rounds 5] [--threads 1]
 
 Cases: `zoo` is the RL Zoo's CartPole PPO (two [64, 64] tanh towers, 256 rows per
 minibatch, 20 passes over 256 rows); `default` is PPO's defaults (two [256, 256] towers,
@@ -11,7 +11,8 @@ defaults' nets on 2048 rows. The two paths alternate for `--rounds` timed calls 
 `multi_epoch_sgd` on the same batch; prints minibatch updates per second of each and the
 median ratio (fused / torch: higher is faster) with its spread. `sac` is SAC's Zoo Pendulum
 case (two [256, 256] ReLU Q-nets and a policy net, 256-row batches): 50 `learn_on_batch`
-calls per timed round. (SAC's fused update runs only with one torch thread, `--threads 1`.)
+calls per timed round; `td3` is TD3's defaults on Pendulum ([400, 300] actor and twin
+critics). (The off-policy fused updates run only with one torch thread, `--threads 1`.)
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ CASES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=list(CASES) + ["sac"], choices=list(CASES) + ["sac"])
+    parser.add_argument("--cases", nargs="+", default=list(CASES) + ["sac", "td3"],
+                        choices=list(CASES) + ["sac", "td3"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
@@ -48,8 +50,8 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
     print(f"{'case':9s} {'fused updates/s':>16s} {'torch updates/s':>16s}  ratio (min-max)")
     for case in args.cases:
-        if case == "sac":
-            _sac(args.rounds)
+        if case in ("sac", "td3"):
+            _off_policy(case, args.rounds)
             continue
         env, config = CASES[case]
         trainer = PPOTrainer(env=env, config={"num_workers": 0, "seed": 0, **config})
@@ -75,17 +77,21 @@ def main() -> None:
               f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})", flush=True)
 
 
-def _sac(rounds: int) -> None:
+def _off_policy(case: str, rounds: int) -> None:
     import numpy as np
     import torch
 
     from rlfleet.algorithms.sac import SACTrainer
+    from rlfleet.algorithms.td3 import TD3Trainer
     from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 
-    trainer = SACTrainer(env="Pendulum-v1", config={
-        "num_workers": 0, "seed": 0, "rollout_fragment_length": 1, "learning_starts": 0,
-        "Q_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
-        "policy_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}})
+    common = {"num_workers": 0, "seed": 0, "rollout_fragment_length": 1, "learning_starts": 0}
+    if case == "sac":
+        trainer = SACTrainer(env="Pendulum-v1", config={
+            **common, "Q_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+            "policy_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}})
+    else:  # TD3's defaults: [400, 300] ReLU actor and twin critics
+        trainer = TD3Trainer(env="Pendulum-v1", config=common)
     policy = trainer.get_policy()
     worker = trainer.workers.local_worker()
     data = worker.sample()
@@ -107,7 +113,7 @@ def _sac(rounds: int) -> None:
     trainer.stop()
     ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
     note = "" if torch.get_num_threads() == 1 else "  (torch threads > 1: both ran torch's update)"
-    print(f"{'sac':9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
+    print(f"{case:9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
           f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}){note}", flush=True)
 
 
