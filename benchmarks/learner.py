@@ -12,7 +12,9 @@ defaults' nets on 2048 rows. The two paths alternate for `--rounds` timed calls 
 median ratio (fused / torch: higher is faster) with its spread. `sac` is SAC's Zoo Pendulum
 case (two [256, 256] ReLU Q-nets and a policy net, 256-row batches): 50 `learn_on_batch`
 calls per timed round; `td3` is TD3's defaults on Pendulum ([400, 300] actor and twin
-critics). (The off-policy fused updates run only with one torch thread, `--threads 1`.)
+critics). Torch runs on the trainer's thread count (`num_cpus_for_driver`: 1) unless
+`--threads N` sets it after each trainer is built; the off-policy fused updates run only
+with one thread.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=list(CASES) + ["sac", "td3"],
                         choices=list(CASES) + ["sac", "td3"])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads, set once each trainer is built (0: the trainer's own, 1 by default)")
     args = parser.parse_args()
 
     import torch
@@ -45,16 +48,16 @@ def main() -> None:
     from rlfleet.algorithms.ppo.ppo import standardized
     from rlfleet.policy.sample_batch import SampleBatch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
-    print(f"{'case':9s} {'fused updates/s':>16s} {'torch updates/s':>16s}  ratio (min-max)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'case':9s} {'fused updates/s':>16s} {'torch updates/s':>16s}  ratio (min-max)  torch threads")
     for case in args.cases:
         if case in ("sac", "td3"):
-            _off_policy(case, args.rounds)
+            _off_policy(case, args.rounds, args.threads)
             continue
         env, config = CASES[case]
         trainer = PPOTrainer(env=env, config={"num_workers": 0, "seed": 0, **config})
+        if args.threads:  # after the trainer, which sets the driver's count
+            torch.set_num_threads(args.threads)
         policy = trainer.get_policy()
         cfg = trainer.config
         batch = trainer.workers.local_worker().sample()
@@ -74,10 +77,11 @@ def main() -> None:
         trainer.stop()
         ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
         print(f"{case:9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
-              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})", flush=True)
+              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})  {torch.get_num_threads()}",
+              flush=True)
 
 
-def _off_policy(case: str, rounds: int) -> None:
+def _off_policy(case: str, rounds: int, threads: int) -> None:
     import numpy as np
     import torch
 
@@ -92,6 +96,8 @@ def _off_policy(case: str, rounds: int) -> None:
             "policy_model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}})
     else:  # TD3's defaults: [400, 300] ReLU actor and twin critics
         trainer = TD3Trainer(env="Pendulum-v1", config=common)
+    if threads:  # after the trainer, which sets the driver's count
+        torch.set_num_threads(threads)
     policy = trainer.get_policy()
     worker = trainer.workers.local_worker()
     data = worker.sample()
@@ -112,9 +118,10 @@ def _off_policy(case: str, rounds: int) -> None:
             rates[path].append(len(batches) / (time.perf_counter() - start))
     trainer.stop()
     ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
-    note = "" if torch.get_num_threads() == 1 else "  (torch threads > 1: both ran torch's update)"
+    threads = torch.get_num_threads()
+    note = "" if threads == 1 else " (both ran torch's update: the fused one needs 1 thread)"
     print(f"{case:9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
-          f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}){note}", flush=True)
+          f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})  {threads}{note}", flush=True)
 
 
 if __name__ == "__main__":
