@@ -3,13 +3,14 @@
 
 Why: for the small fully connected nets most RL runs train, a torch update costs more in
 per-op dispatch and autograd bookkeeping than in arithmetic (issue 16). The fused updates
-built on these (`rlfleet.algorithms.ppo.fused_sgd`, `rlfleet.algorithms.sac.fused_update`)
-compute the same update as their torch loss + `TorchPolicy._step`, on NumPy views of the
+built on these (`rlfleet.algorithms.ppo.fused_sgd`, `rlfleet.algorithms.sac.fused_update`,
+`rlfleet.algorithms.ddpg.fused_update`) compute the same update as their torch loss + `TorchPolicy._step`, on NumPy views of the
 torch parameters, and are checked against it step for step by their tests.
 """
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -205,19 +206,21 @@ def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, fl
     return False
 
 
-class FusedUpdate:
+class FusedUpdate(ABC):
     """An off-policy fused update: `learn_on_batch` as `TorchPolicy.learn_on_batch` around a
-    subclass's `_bind()` (views of the current weights and optimizer states) and
-    `_update(columns) -> stats` (with a per-sample `"td_error"`)."""
+    subclass's `_bind()` and `_update(columns)`."""
 
     def __init__(self, policy):
         self.policy = policy
 
+    @abstractmethod
     def _bind(self) -> None:
-        raise NotImplementedError  # abstract: see the subclasses
+        """Takes views of the policy's current weights and optimizer states (each call: a
+        restored checkpoint or `set_weights` may have replaced them)."""
 
+    @abstractmethod
     def _update(self, columns: Dict[str, np.ndarray]) -> Dict[str, Any]:
-        raise NotImplementedError  # abstract: see the subclasses
+        """One update on the loss columns; returns the stats, with a per-sample `"td_error"`."""
 
     def learn_on_batch(self, samples) -> Dict[str, Any]:
         policy = self.policy
