@@ -99,10 +99,10 @@ def test_fused_sac_skips_nonfinite_updates():
     assert_skips_nonfinite_update(policy, np.nan)
 
 
-def assert_skips_nonfinite_update(policy, bad_reward: float) -> None:
-    """One update on Pendulum transitions with a `bad_reward` among them is skipped (the
+def assert_skips_nonfinite_update(policy, bad_reward: float, env_id: str = "Pendulum-v1") -> None:
+    """One update on `env_id` transitions with a `bad_reward` among them is skipped (the
     weights stay, the skip is counted) and reports finite TD errors (replay priorities)."""
-    batch = _transitions("Pendulum-v1", 64)
+    batch = _transitions(env_id, 64)
     batch[SB.REWARDS][3] = bad_reward
     before = policy.get_weights()
     out = policy.learn_on_batch(batch)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
 from rlfleet.models.target_network import soft_update
 from rlfleet.models.distributions import Categorical
+from rlfleet.policy.numpy_learner import single_thread_fused
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
@@ -101,6 +102,10 @@ class DQNTorchPolicy(TorchPolicy):
     """Acts (epsilon-)greedily on Q-values; learns with `dqn_loss`."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
+    # The update in NumPy where it computes the same one (see fused_update.py) and torch
+    # runs on one thread; False: always torch.
+    fused_update = True
+    _fused = None
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -135,6 +140,12 @@ class DQNTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return dqn_loss(self, model, dist_class, train_batch)
+
+    def learn_on_batch(self, samples):
+        from rlfleet.algorithms.dqn.fused_update import FusedDQNUpdate, unsupported_reason
+
+        fused = single_thread_fused(self, FusedDQNUpdate, unsupported_reason)
+        return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
     def update_target(self, tau: float = 1.0) -> None:
         """Copies the online Q-network into the target network (tau < 1: Polyak average)."""
