@@ -122,3 +122,20 @@ def test_other_models_keep_the_torch_path():
     finally:
         trainer.stop()
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_acting_snapshot_follows_updates_made_before_the_nan_guard_raised():
+    from rlfleet.policy.nan_guard import NonFiniteUpdateError
+
+    trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "max_nonfinite_updates": 0})
+    try:
+        policy = trainer.get_policy()
+        batch = _batch(trainer)
+        policy._numpy_net()  # the snapshot acting uses, before the updates
+        batch[SampleBatch.ADVANTAGES][128:] = np.nan  # minibatches 1-2 step, the 3rd raises
+        with pytest.raises(NonFiniteUpdateError):
+            policy.multi_epoch_sgd(batch, 1, 64, shuffle=False)
+        assert policy.num_grad_updates == 2
+        np.testing.assert_array_equal(policy._numpy_net().trunk[0][2], policy.model.trunk[0].weight.detach().numpy())
+    finally:
+        trainer.stop()

@@ -185,7 +185,8 @@ def nets_reason(policy, nets: Sequence[nn.Module], params: Dict[str, Sequence[to
 def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, float], stats: Dict[str, Any]) -> bool:
     """`TorchPolicy._step`'s end for the optimizers `adams` (those stepping, by name): each
     gradient's norm, clipped to `grad_clip` (and reported) when set; the NaN guard over their
-    losses and norms; then every step, or none. Returns whether they stepped."""
+    losses and norms; then every step, or none. Returns whether they stepped. The caller
+    `touch`es the optimizers once its updates are done (or have raised)."""
     grad_clip = policy.config.get("grad_clip")
     norms = {}
     for name, adam in adams.items():
@@ -197,7 +198,6 @@ def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, fl
         policy.nonfinite_guard.streak = 0
         for adam in adams.values():
             adam.step()
-            adam.touch()
         policy.num_grad_updates += 1
         return True
     # The guard counts the skip (and raises after too many in a row).
@@ -208,7 +208,8 @@ def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, fl
 
 class FusedUpdate(ABC):
     """An off-policy fused update: `learn_on_batch` as `TorchPolicy.learn_on_batch` around a
-    subclass's `_bind()` and `_update(columns)`."""
+    subclass's `_bind()` (which sets `self.adams`, the `FlatAdam` per optimizer name) and
+    `_update(columns)`."""
 
     def __init__(self, policy):
         self.policy = policy
@@ -230,8 +231,12 @@ class FusedUpdate(ABC):
         columns = {k: t.numpy() for k, t in policy.to_tensors(samples).items()}
         self._bind()
         # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
-        with single_threaded_blas(), np.errstate(all="ignore"):
-            stats = self._update(columns)
+        try:
+            with single_threaded_blas(), np.errstate(all="ignore"):
+                stats = self._update(columns)
+        finally:  # also when the NaN guard raised after earlier writes
+            for adam in self.adams.values():
+                adam.touch()
         td_error = stats.pop("td_error")
         # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
         result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(

@@ -82,8 +82,8 @@ class FusedDQNUpdate(FusedUpdate):
 
     def _bind(self) -> None:
         model = self.policy.model
-        self.adam = FlatAdam(self.policy.optimizers[DEFAULT_OPTIMIZER])
-        self.online = _QNet(model.q_net, self.adam.grad_views)
+        self.adams = {DEFAULT_OPTIMIZER: FlatAdam(self.policy.optimizers[DEFAULT_OPTIMIZER])}
+        self.online = _QNet(model.q_net, self.adams[DEFAULT_OPTIMIZER].grad_views)
         self.target = _QNet(model.target_q_net)
 
     def _update(self, cols: Dict[str, np.ndarray]) -> Dict[str, Any]:
@@ -106,11 +106,11 @@ class FusedDQNUpdate(FusedUpdate):
             "mean_q": float(q_selected.mean()), "min_q": float(q_selected.min()), "max_q": float(q_selected.max()),
             "loss": loss, "mean_td_error": float(abs_td.mean()), "td_error": td_error,
         }
-        self.adam.grad.fill(0.0)
+        self.adams[DEFAULT_OPTIMIZER].grad.fill(0.0)
         d_q = np.zeros_like(q_t)
         d_q[rows, actions] = weights * np.clip(td_error, -1.0, 1.0) * np.float32(1.0 / n)
         self.online.backward(outs, d_q)
-        clip_guard_and_step(policy, {DEFAULT_OPTIMIZER: self.adam}, {DEFAULT_OPTIMIZER: loss}, stats)
+        clip_guard_and_step(policy, self.adams, {DEFAULT_OPTIMIZER: loss}, stats)
         return stats
 
 

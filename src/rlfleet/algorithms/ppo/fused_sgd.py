@@ -114,16 +114,19 @@ class FusedPPOSGD:
         minibatch_size = max(1, min(int(minibatch_size), n))
         last_pass: List[Dict[str, float]] = []
         # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
-        with single_threaded_blas(), np.errstate(all="ignore"):
-            for _ in range(int(num_sgd_iter)):
-                order = policy.np_random.permutation(n) if shuffle else None
-                rows = cols if minibatch_size >= n or not shuffle else {k: v[order] for k, v in cols.items()}
-                last_pass = []
-                for start in range(0, n, minibatch_size):
-                    end = min(start + minibatch_size, n)
-                    if end - start < minibatch_size // 2 and start > 0:
-                        continue
-                    last_pass.append(self._step({k: v[start:end] for k, v in rows.items()}))
+        try:
+            with single_threaded_blas(), np.errstate(all="ignore"):
+                for _ in range(int(num_sgd_iter)):
+                    order = policy.np_random.permutation(n) if shuffle else None
+                    rows = cols if minibatch_size >= n or not shuffle else {k: v[order] for k, v in cols.items()}
+                    last_pass = []
+                    for start in range(0, n, minibatch_size):
+                        end = min(start + minibatch_size, n)
+                        if end - start < minibatch_size // 2 and start > 0:
+                            continue
+                        last_pass.append(self._step({k: v[start:end] for k, v in rows.items()}))
+        finally:  # the acting snapshot (`TorchPolicy._numpy_net`) is rebuilt, also after a raise
+            self.adam.touch()
         stats = {k: float(np.mean(np.asarray([s[k] for s in last_pass], np.float32))) for k in last_pass[0]}
         result["learner_stats"] = policy._learner_stats(stats)
         result["num_nonfinite_updates"] = policy.nonfinite_guard.total
