@@ -32,6 +32,7 @@ CASES = {
         "critic_hidden_activation": "tanh", "l2_reg": 1e-3}),
     "td3-mountaincar-unnormalized": (TD3Trainer, "MountainCarContinuous-v0", {
         **SMALL, "normalize_actions": False, "l2_reg": 0.0, "policy_delay": 3}),
+    "td3-hopper-3d-actions": (TD3Trainer, "Hopper-v5", SMALL),
 }
 
 

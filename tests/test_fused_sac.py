@@ -65,6 +65,8 @@ CASES = {
         "Q_model": {"fcnet_hiddens": [24], "fcnet_activation": "tanh"}}),
     "mountaincar-unnormalized": ("MountainCarContinuous-v0", {"normalize_actions": False, "initial_alpha": 0.2,
                                                               "target_entropy": -0.5}),
+    # Several action dimensions: the log-likelihood and its tanh correction sum over them.
+    "hopper-3d-actions": ("Hopper-v5", {}),
 }
 
 

@@ -40,6 +40,7 @@ CASES = {
     "gaussian": ("Pendulum-v1", {"entropy_coeff": 0.01, "grad_clip": 1.0}),
     "gaussian-free-log-std-shared": ("Pendulum-v1", {
         "model": {"free_log_std": True, "vf_share_layers": True}, "entropy_coeff": 0.02, "kl_coeff": 0.5}),
+    "gaussian-3d-actions": ("Hopper-v5", {"entropy_coeff": 0.01}),
 }
 
 
