@@ -132,6 +132,13 @@ def test_observation_problem_names_what_is_wrong(space, obs, expected):
     assert problem is not None and expected in problem, problem
 
 
+def test_out_of_bounds_error_names_the_ways_out():
+    """Some envs declare approximate bounds (LunarLander-v3's lander climbs past y = 2.5):
+    the error says how to keep training on them."""
+    problem = observation_problem(np.array([0.0, 0.0, 1.5]), BOX3)
+    assert "TransformObservation" in problem and "disable_env_checking: True" in problem, problem
+
+
 @pytest.mark.parametrize("space", [
     BOX3, spaces.Box(0, 255, (4, 4, 3), np.uint8), spaces.Box(-np.inf, np.inf, (2, 2)), spaces.Discrete(4, start=-2),
     spaces.MultiDiscrete([[2, 3], [4, 5]]), spaces.MultiBinary(4),

@@ -220,7 +220,11 @@ def _box_problem(obs: Any, space: spaces.Box, where: str) -> Optional[str]:
         if mask.any():
             idx = tuple(int(i) for i in np.argwhere(mask)[0])
             return (f"{where}{_index(idx)} = {values[idx]:.6g} is {side} the bound {float(bound[idx]):.6g} of "
-                    f"{space} (by more than the tolerance {BOX_TOLERANCE:g})")
+                    f"{space} (by more than the tolerance {BOX_TOLERANCE:g}). If the env can legitimately "
+                    "leave these bounds (some Gymnasium envs declare approximate ones, e.g. LunarLander's "
+                    "position), declare a wider observation_space (e.g. gymnasium.wrappers."
+                    "TransformObservation(env, lambda obs: obs, Box(-inf, inf, shape))) or set "
+                    "disable_env_checking: True (then only the first episode is checked)")
     return None
 
 
