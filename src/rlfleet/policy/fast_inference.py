@@ -25,16 +25,16 @@ from rlfleet.models.fcnet import FullyConnectedNetwork
 _ACTS = {nn.Tanh: lambda x: np.tanh(x, out=x), nn.ReLU: lambda x: np.maximum(x, 0.0, out=x)}
 
 
-def _layers(module: nn.Module) -> Optional[List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, object]]]:
-    """(W^T, b, W, b as a column, activation) per Linear of an MLP made of Linear +
-    supported activations: both layouts, for `_run`."""
+def _layers(module: nn.Module) -> Optional[List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, object, dict]]]:
+    """(W^T, b, W, b as a column, activation, {n: b repeated in n columns}) per Linear of an
+    MLP made of Linear + supported activations: both layouts, for `_run`."""
     mods = [module] if isinstance(module, (nn.Linear, nn.Identity)) else list(module)
     layers: List[List[Any]] = []
     for m in mods:
         if isinstance(m, nn.Linear):
             w = m.weight.detach().numpy().copy()
             b = m.bias.detach().numpy().copy()
-            layers.append([np.ascontiguousarray(w.T), b, w, b.reshape(-1, 1), None])
+            layers.append([np.ascontiguousarray(w.T), b, w, b.reshape(-1, 1), None, {}])
         elif type(m) in _ACTS and layers:
             layers[-1][4] = _ACTS[type(m)]
         elif not isinstance(m, nn.Identity):
@@ -49,15 +49,20 @@ _TRANSPOSED_ROWS = 16
 
 
 def _run(layers, x: np.ndarray) -> np.ndarray:
-    if len(x) <= _TRANSPOSED_ROWS and layers:
+    n = len(x)
+    if n <= _TRANSPOSED_ROWS and layers:
         x = x.T
-        for _, _, w, b_col, act in layers:
+        for _, _, w, b_col, act, wide in layers:
             x = w @ x
-            x += b_col
+            # Adding a contiguous [out, n] bias: 4x faster than broadcasting the column.
+            bias = wide.get(n)
+            if bias is None:
+                bias = wide[n] = np.ascontiguousarray(np.broadcast_to(b_col, (len(b_col), n)))
+            x += bias
             if act is not None:
                 x = act(x)
         return x.T
-    for w_t, b, _, _, act in layers:
+    for w_t, b, _, _, act, _ in layers:
         x = x @ w_t
         x += b
         if act is not None:
