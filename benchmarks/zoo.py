@@ -94,6 +94,8 @@ CASES: Dict[str, tuple] = {
     # 242.1 +- 31.8, DQN 154.4 +- 79.2); pip install 'rlfleet[box2d]'.
     "ppo-lunarlander": ("benchmarks/zoo_cases/lunarlander-ppo-zoo.yaml", 200.0),
     "dqn-lunarlander": ("benchmarks/zoo_cases/lunarlander-dqn-zoo.yaml", 200.0),
+    # The Zoo's DQN settings plus double Q, the dueling head, 3-step returns and a 100k buffer.
+    "dqn-lunarlander-tuned": ("benchmarks/zoo_cases/lunarlander-dqn.yaml", 200.0),
     "a2c-cartpole": ("tuned_examples/a2c/cartpole-a2c-zoo.yaml", 500.0),
     "ppo-cartpole": ("tuned_examples/ppo/cartpole-ppo-zoo.yaml", 500.0),
     "td3-mountaincar": ("benchmarks/zoo_cases/mountaincar-td3-zoo.yaml", 90.0),
