@@ -135,6 +135,19 @@ def test_fast_path_matches_torch(act_space, model):
     np.testing.assert_allclose(extra[SB.VF_PREDS], values_t, rtol=1e-5, atol=1e-5)
 
 
+def test_fast_path_matches_torch_for_few_rows():
+    """Up to 16 rows the layers run transposed, with a bias block cached per row count: every
+    count, in any order, gives torch's outputs."""
+    p = make_policy(CARTPOLE_OBS, gym.spaces.Discrete(2), seed=0, model={})
+    fast = NumpyMLPInference(p.model)
+    for rows in (8, 1, 3, 16, 8, 17, 1):
+        obs = _obs(rows)
+        dist_np, values_np = fast(obs)
+        dist_t, values_t = _torch_outputs(p, obs)
+        np.testing.assert_allclose(dist_np, dist_t, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(values_np, values_t, rtol=1e-5, atol=1e-5)
+
+
 def test_unsupported_activation_falls_back_to_torch():
     p = make_policy(seed=0, model={"fcnet_activation": "elu"})
     obs = _obs()
