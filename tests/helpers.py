@@ -134,3 +134,28 @@ def assert_same_learner_state(a: Any, b: Any, stats_a: Mapping[str, float], stat
     assert stats_a.keys() == stats_b.keys()
     for k in stats_b:
         assert stats_a[k] == pytest.approx(stats_b[k], rel=stats_rel, abs=stats_rel / 10), k
+
+
+def needs_mujoco(env_id: str) -> None:
+    """Skips the calling test for a Gymnasium MuJoCo env (Hopper-v5, ...) when MuJoCo is not installed."""
+    import gymnasium as gym
+    import pytest
+
+    if "mujoco" in str(gym.spec(env_id).entry_point):
+        pytest.importorskip("mujoco", reason="MuJoCo is not installed (pip install mujoco)")
+
+
+def kill_remote_worker(ray: Any, handle: Any, timeout_s: float = 30.0) -> None:
+    """`ray.kill(handle)`, then waits until the actor is gone: the kill is asynchronous, and a
+    health probe sent right after it could still reach the live worker."""
+    import time
+
+    ray.kill(handle)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(handle.apply.remote(lambda worker: None), timeout=timeout_s)
+        except ray.exceptions.RayError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor {handle} still answered after {timeout_s} s")

@@ -20,7 +20,7 @@ from rlfleet.algorithms.sampling import synchronous_parallel_sample
 from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.config import DEFAULT_POLICY_ID
 from rlfleet.trainer import Trainer, WorkerFailureError
-from tests.helpers import load_tuned_example
+from tests.helpers import kill_remote_worker, load_tuned_example
 
 # A hung test (e.g. actors that cannot be scheduled) fails instead of blocking the suite.
 pytestmark = pytest.mark.timeout(300)
@@ -263,7 +263,7 @@ def test_add_and_remove_policy_with_a_remote_worker(ray_session, tmp_path):
 
         # A worker recreated after a failure, and evaluation workers made after the change,
         # get the run-time policy too.
-        ray_session.kill(trainer.workers.remote_workers()[0])
+        kill_remote_worker(ray_session, trainer.workers.remote_workers()[0])
         trainer._try_recover()
         assert trainer.workers.foreach_worker(lambda w: sorted(w.policy_map)) == [["new", "p0", "p1"]] * 2
         assert trainer.workers.foreach_worker(lambda w: sorted(w.policies_to_train)) == [["new", "p0", "p1"]] * 2
@@ -297,7 +297,7 @@ def test_mapping_set_on_workers_survives_recreation(ray_session, tmp_path):
             worker.set_policies_to_train(["p0"])
 
         trainer.workers.foreach_worker(everyone_p0)
-        ray_session.kill(trainer.workers.remote_workers()[0])
+        kill_remote_worker(ray_session, trainer.workers.remote_workers()[0])
         trainer._try_recover()
         assert trainer.workers.num_remote_workers() == 1
         mapped = trainer.workers.foreach_worker(

@@ -12,6 +12,7 @@ from rlfleet.algorithms.td3 import TD3Trainer
 from rlfleet.config import validate_config
 from rlfleet.policy.sample_batch import SampleBatch
 
+from tests.helpers import needs_mujoco
 from tests.test_fused_sac import _transitions, assert_fused_matches, assert_skips_nonfinite_update, train_side_by_side
 
 SB = SampleBatch
@@ -39,6 +40,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fused_ddpg_matches_torch(case):
     trainer_cls, env_id, config = CASES[case]
+    needs_mujoco(env_id)
     env = gym.make(env_id)
     fused, plain = _policy(trainer_cls, env, **config), _policy(trainer_cls, env, **config)
     plain.fused_update = False

@@ -12,7 +12,7 @@ from rlfleet.config import validate_config
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 
-from tests.helpers import assert_same_learner_state
+from tests.helpers import assert_same_learner_state, needs_mujoco
 
 SB = SampleBatch
 
@@ -73,6 +73,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fused_sac_matches_torch(case):
     env_id, overrides = CASES[case]
+    needs_mujoco(env_id)
     env = gym.make(env_id)
     config = {"Q_model": {"fcnet_hiddens": [32, 32]}, "policy_model": {"fcnet_hiddens": [32, 32]}, **overrides}
     fused = _policy(env.observation_space, env.action_space, **config)

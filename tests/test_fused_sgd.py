@@ -10,7 +10,7 @@ from rlfleet.algorithms.ppo.fused_sgd import unsupported_reason
 from rlfleet.algorithms.ppo.ppo import standardized
 from rlfleet.policy.sample_batch import SampleBatch
 
-from tests.helpers import assert_same_learner_state, optimizer_arrays
+from tests.helpers import assert_same_learner_state, needs_mujoco, optimizer_arrays
 
 BASE = {"num_workers": 0, "seed": 3, "num_envs_per_worker": 2, "rollout_fragment_length": 128,
         "train_batch_size": 256, "sgd_minibatch_size": 64, "num_sgd_iter": 3,
@@ -47,6 +47,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fused_update_matches_torch(case):
     env, overrides = CASES[case]
+    needs_mujoco(env)
     fused, plain = _pair(env, overrides)
     try:
         pf, pp = fused.get_policy(), plain.get_policy()
