@@ -189,6 +189,20 @@ def test_impala_replay_and_minibatch_buffer(tmp_path):
         trainer.stop()
 
 
+@pytest.mark.parametrize("cls", [ImpalaTrainer, APPOTrainer], ids=lambda c: c._name)
+def test_local_worker_gives_the_learner_a_turn_per_train_batch(cls, tmp_path):
+    # Tiny fragments make the loop take the shared lock again within microseconds; the learner
+    # thread must still learn on each train batch before the next one is sampled.
+    config = dict(FAST, rollout_fragment_length=16, train_batch_size=32)
+    trainer = cls(env="CartPole-v1", config=config, logdir=str(tmp_path))
+    try:
+        for iteration in range(1, 13):
+            result = trainer.train()
+            assert result["num_env_steps_trained"] >= 32 * (iteration // 2), iteration
+    finally:
+        trainer.stop()
+
+
 # --- remote workers on a real Ray ---------------------------------------------------------
 def test_impala_with_remote_workers_reports_lag_and_survives_a_killed_worker(ray_session, tmp_path):
     config = dict(FAST, num_workers=2, num_cpus_per_worker=0.5, rollout_fragment_length=25, train_batch_size=100,

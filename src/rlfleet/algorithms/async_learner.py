@@ -10,7 +10,9 @@ newest weights after every `broadcast_interval` of its batches, so it samples wi
 little behind the learner's: the policy lag, which V-trace corrects for.
 
 With `num_workers: 0` the trainer's own worker samples, one fragment per loop, taking turns
-with the learner thread (they share one model). Every Ray call stays in `WorkerSet`.
+with the learner thread (they share one model): after queueing a train batch the loop waits
+for the learner's next update, so that a busy loop cannot starve the thread of the lock.
+Every Ray call stays in `WorkerSet`.
 """
 from __future__ import annotations
 
@@ -122,7 +124,9 @@ class LearnerThread(threading.Thread):
         self.minibatch_buffer = MinibatchBuffer(self.inqueue, config["minibatch_buffer_size"], self.timeout,
                                                 config["num_sgd_iter"])
         self.version = 0  # updates so far: the weights' version
+        self.updates_reported = 0  # updates whose results are on outqueue
         self.error: Optional[BaseException] = None
+        self.updated = threading.Condition()  # notified after each update (and on failure)
         self.queue_sizes: List[int] = []
         self.learn_time_s = 0.0
         self._stopped = threading.Event()
@@ -132,13 +136,18 @@ class LearnerThread(threading.Thread):
             try:
                 self.step()
             except queue.Empty:
-                self.error = RuntimeError(
+                self._fail(RuntimeError(
                     f"The learner got no train batch for {self.timeout:g} s ('learner_queue_timeout'); the workers "
-                    "stopped delivering samples. Check the workers, or raise 'learner_queue_timeout'.")
+                    "stopped delivering samples. Check the workers, or raise 'learner_queue_timeout'."))
                 return
             except BaseException as e:  # reported to the trainer's loop, which raises it
-                self.error = e
+                self._fail(e)
                 return
+
+    def _fail(self, error: BaseException) -> None:
+        with self.updated:
+            self.error = error
+            self.updated.notify_all()
 
     def step(self) -> None:
         self.queue_sizes.append(self.inqueue.qsize())
@@ -152,6 +161,15 @@ class LearnerThread(threading.Thread):
             self.version += 1
         self.learn_time_s += time.perf_counter() - start
         self.outqueue.put((batch.env_steps(), batch.agent_steps(), lag, info))
+        with self.updated:
+            self.updates_reported += 1
+            self.updated.notify_all()
+
+    def wait_for_update(self, after: int, timeout: float) -> bool:
+        """Waits up to `timeout` s until more than `after` updates are on `outqueue` (or the
+        thread failed); True when they are."""
+        with self.updated:
+            return self.updated.wait_for(lambda: self.updates_reported > after or self.error is not None, timeout)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -262,11 +280,14 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
                 self._pending.append((part, version))
                 self._pending_steps += part.env_steps()
             if self._pending_steps >= cfg["train_batch_size"]:
+                reported = self.learner.updates_reported
                 self._enqueue(SampleBatch.concat_samples([b for b, _ in self._pending])
                               if all(isinstance(b, SampleBatch) for b, _ in self._pending)
                               else MultiAgentBatch.concat_samples([_multi(b) for b, _ in self._pending]),
                               min(v for _, v in self._pending))
                 self._pending, self._pending_steps = [], 0
+                if not self.workers.remote_workers():
+                    self._wait_for_learner(reported)
             # === sync: the learner's newest weights to this worker, every broadcast_interval ===
             if self.workers.remote_workers():
                 self._since_broadcast[index] += 1
@@ -289,6 +310,15 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
                 return
             except queue.Full:
                 self._drain_learner()
+
+    def _wait_for_learner(self, reported: int) -> None:
+        # A fragment takes the lock again within microseconds of releasing it, and a lock is
+        # not fair: without this wait the learner thread could miss its turn for many loops.
+        while not self.learner.wait_for_update(reported, timeout=1.0):
+            self._raise_learner_error()
+            if not self.learner.is_alive():
+                return
+        self._raise_learner_error()
 
     def _broadcast_to(self, index: int) -> None:
         version = self.learner.version
