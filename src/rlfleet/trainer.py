@@ -127,7 +127,7 @@ class Trainer:
     @classmethod
     def merge_trainer_configs(cls, config1: dict, config2: Optional[dict],
                               _allow_unknown_configs: Optional[bool] = None) -> dict:
-        """`config1` deep-updated with `config2` under the reference's rules (see config.py)."""
+        """`config1` deep-updated with `config2` under the reference's rules (see rlfleet/config/merge.py)."""
         if _allow_unknown_configs is None:
             _allow_unknown_configs = cls._allow_unknown_configs
         return merge_configs(config1, config2, _allow_unknown_configs, cls._allow_unknown_subkeys,

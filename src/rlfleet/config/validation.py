@@ -1,0 +1,115 @@
+"""Validating a merged config: deprecations translated, each value checked (and
+normalized in place), the reference's cross-key fixes, features not available yet."""
+from __future__ import annotations
+
+import logging
+from typing import Iterable, List, Sequence, Set
+
+from rlfleet.config.checks import InvalidValue, is_int
+from rlfleet.config.deprecation import check_available, translate_deprecated
+from rlfleet.config.keys import IGNORED_KEYS, KEY_INDEX, ConfigKey
+from rlfleet.utils.nested import get_nested
+
+logger = logging.getLogger(__name__)
+
+
+_NOTICES_GIVEN: Set[str] = set()  # keys already noticed, once per process
+
+
+def _notice_once(key: str, message: str) -> None:
+    if key not in _NOTICES_GIVEN:
+        _NOTICES_GIVEN.add(key)
+        logger.warning(message)
+
+
+
+
+def check_keys(config: dict, keys: Iterable[ConfigKey]) -> None:
+    """Runs the checks of `keys` on `config`, normalizing values in place.
+
+    Keys absent from `config` are skipped; a parent is checked before its children when
+    declared first.
+
+    Args:
+        config: a merged config; mutated.
+        keys: the keys whose checks to run, e.g. an algorithm's ``ALGO_KEYS``.
+
+    Raises:
+        ValueError: naming the key, the value given and what is allowed.
+    """
+    for key in keys:
+        if key.check is None:
+            continue
+        *parents, leaf = key.name.split(".")
+        parent = get_nested(config, ".".join(parents)) if parents else config
+        if not isinstance(parent, dict) or leaf not in parent:
+            continue
+        value = parent[leaf]
+        try:
+            parent[leaf] = key.check(value)
+        except InvalidValue as e:
+            raise ValueError(e.message(key.name, value)) from None
+        except (TypeError, AttributeError, KeyError, IndexError) as e:
+            # A check that could not even read the value: still the user's value at fault.
+            raise ValueError(f"'{key.name}': {value!r} is invalid ({type(e).__name__}: {e}); "
+                             f"see describe_keys() for what it takes") from e
+
+
+def _not_common_checks(algo_keys: Iterable[ConfigKey]) -> List[ConfigKey]:
+    # An override keeps the common key's check, which validate_config runs already.
+    return [k for k in algo_keys if k.name not in KEY_INDEX or k.check is not KEY_INDEX[k.name].check]
+
+
+def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
+    """Checks a merged config and normalizes it in place.
+
+    Translates deprecated keys (logging a warning), fills in defaults for None where the
+    reference does (``model``, ``callbacks``, ``multiagent.policies``), converts policy
+    tuples to ``PolicySpec``, checks each value (the common keys', then the algorithm's),
+    then calls ``check_available``.
+
+    Args:
+        config: a merged config (the output of ``merge_configs``); mutated.
+        algo_keys: the algorithm's keys (its ``ALGO_KEYS``), whose checks run too.
+
+    Raises:
+        ValueError: naming the key, the value given and what is allowed.
+    """
+    if config.get("model", {}) is None:  # before translating model.* deprecations
+        config["model"] = {}
+    translate_deprecated(config)
+
+    for key in IGNORED_KEYS:
+        if key in config and config[key] != KEY_INDEX[key].default:
+            _notice_once(key, f"Config key '{key}' only applies to TensorFlow; rlfleet ignores it.")
+
+    # Cross-key fixes of the reference, done before the value checks so that e.g. an
+    # evaluation_interval of 0 with evaluation workers becomes 1 rather than an error.
+    n_eval = config.get("evaluation_num_workers", 0)
+    if is_int(n_eval) and n_eval > 0 and not config.get("evaluation_interval"):
+        logger.warning("%d evaluation workers but no evaluation_interval: evaluating after every "
+                       "train() call (set evaluation_interval to evaluate less often).", n_eval)
+        config["evaluation_interval"] = 1
+    elif n_eval == 0 and config.get("evaluation_parallel_to_training"):
+        logger.warning("evaluation_parallel_to_training needs evaluation_num_workers > 0; "
+                       "setting it to False.")
+        config["evaluation_parallel_to_training"] = False
+
+    check_keys(config, KEY_INDEX.values())  # parents come before their children
+    check_keys(config, _not_common_checks(algo_keys))
+    check_available(config)
+    _check_gpus(config)
+
+
+def _check_gpus(config: dict) -> None:
+    """`num_gpus` (the trainer's own learner) needs CUDA here, unless `_fake_gpus`. (Remote
+    workers' `num_gpus_per_worker` is checked where they run: Ray reserves the GPUs, and the
+    worker's policy refuses to start without CUDA.)"""
+    num_gpus = config.get("num_gpus") or 0
+    if num_gpus > 0 and not config.get("_fake_gpus"):
+        import torch  # only when GPUs are asked for: the config layer stays light
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"'num_gpus': {num_gpus!r} asks for GPUs, but torch sees no CUDA device on this "
+                             "machine; set '_fake_gpus': True to simulate them on the CPU (towers), or "
+                             "'num_gpus': 0 to learn on the CPU")
