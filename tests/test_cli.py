@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from rlfleet import cli
+from rlfleet.cli import common as cli_common
 from rlfleet.logger import make_logdir
 
 
@@ -81,8 +82,8 @@ def fake_registry(monkeypatch, tmp_path):
             raise ValueError(f"Unknown algorithm {name!r}")
         return ALGOS[name]
 
-    monkeypatch.setattr(cli, "_lookup_trainer", lookup)
-    monkeypatch.setattr(cli, "_available_algorithms", lambda: sorted(ALGOS))
+    monkeypatch.setattr(cli_common, "lookup_trainer", lookup)
+    monkeypatch.setattr(cli_common, "available_algorithms", lambda: sorted(ALGOS))
 
 
 def _run(capsys, *argv):

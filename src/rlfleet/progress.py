@@ -14,6 +14,8 @@ import sys
 from collections import deque
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
+from rlfleet.utils.nested import get_nested
+
 # Iterations the rate of a stop key is measured over.
 RATE_WINDOW = 5
 # Rows of the live table.
@@ -21,17 +23,6 @@ LIVE_ROWS = 10
 # Result keys the table always shows.
 _COLUMNS = ("training_iteration", "timesteps_total", "episode_reward_mean", "episode_reward_min",
             "episode_reward_max", "episode_len_mean", "time_total_s")
-
-
-def _lookup(result: Mapping[str, Any], key: str) -> Any:
-    if key in result:
-        return result[key]
-    node: Any = result
-    for part in key.split("/"):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _number(value: Any) -> Optional[float]:
@@ -66,7 +57,7 @@ class StopEstimator:
         now = _number(result.get("time_total_s"))
         etas: Dict[str, Optional[float]] = {}
         for key, threshold in self.stop.items():
-            value = _number(_lookup(result, key))
+            value = _number(get_nested(result, key, sep="/", default=None))
             if value is None or now is None:
                 etas[key] = None
                 continue
@@ -149,7 +140,7 @@ class ProgressReporter:
         from rich.live import Live
 
         def num(key: str, fmt: str) -> str:
-            value = _number(_lookup(result, key))
+            value = _number(get_nested(result, key, sep="/", default=None))
             return "n/a" if value is None else format(value, fmt)
 
         self._rows.append([num("training_iteration", ".0f"), num("timesteps_total", ".0f"),
