@@ -20,7 +20,8 @@ Deviations from the reference (RLlib 1.x) defaults:
 
 - ``num_workers`` defaults to 0: rlfleet's default is one process with no cluster, which
   starts instantly; ask for remote workers explicitly.
-- ``framework`` defaults to ``"torch"`` and accepts nothing else.
+- ``framework`` defaults to ``"torch"``; the reference's ``"tf"``, ``"tf2"`` and ``"tfe"`` run the same
+  model in torch (one warning); a TensorFlow custom model is an error.
 - ``sample_collector`` defaults to None, meaning rlfleet's built-in collector.
 - ``tf_session_args``, ``local_tf_session_args`` and ``eager_tracing`` are accepted so old
   configs load, and ignored (a one-time log notice when set to a non-default value).

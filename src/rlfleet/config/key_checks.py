@@ -90,8 +90,8 @@ def optimizer_options(v: Any) -> Any:
 
 
 def framework(v: Any) -> Any:
-    if v != "torch":
-        raise ValueError(f"'framework': {v!r} is not supported; rlfleet supports only \"torch\"")
+    if v != "torch":  # "tf", "tf2" and "tfe" became "torch" before the checks (validation.py)
+        raise InvalidValue("'torch' (or the reference's 'tf', 'tf2', 'tfe', which run the same model in torch)")
     return v
 
 

@@ -149,7 +149,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("fake_sampler", False, "Replay one sampled batch forever (throughput testing only)."),
     ],
     "Framework": [
-        K("framework", "torch", "Deep-learning framework; only 'torch'.", framework),
+        K("framework", "torch", "Deep-learning framework: 'torch'; the reference's 'tf', 'tf2' and 'tfe' run the same "
+          "model in torch (one warning).", framework),
         K("eager_tracing", False, "TensorFlow only; accepted and ignored."),
     ],
     "Exploration": [

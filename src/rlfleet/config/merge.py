@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from rlfleet.config.deprecation import split_deprecated
 from rlfleet.config.key_checks import legacy_callbacks_factory
+from rlfleet.config.nested_keys import check_nested_keys
 from rlfleet.config.keys import (ALLOW_UNKNOWN_SUBKEYS, COMMON_CONFIG, KEY_INDEX,
                                  OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES, ConfigKey)
 from rlfleet.utils.deep_update import deep_update
@@ -42,12 +43,15 @@ def merge_configs(
         The merged config.
 
     Raises:
-        ValueError: for an unknown key, naming it and the closest valid one.
+        ValueError: for an unknown key (at any depth: see ``nested_keys``), naming its
+            dotted path and the closest valid one.
     """
     merged = copy.deepcopy(config1)
     rest, deprecated = split_deprecated(config2 or {})
     if isinstance(rest.get("callbacks"), dict):
         rest["callbacks"] = legacy_callbacks_factory(rest["callbacks"])
+    if not allow_unknown_configs:
+        check_nested_keys(rest, config1)
     deep_update(merged, rest, allow_unknown_configs, allow_unknown_subkeys,
                 override_all_subkeys_if_type_changes)
     for path, value in deprecated.items():

@@ -3,7 +3,7 @@ normalized in place), the reference's cross-key fixes, features not available ye
 from __future__ import annotations
 
 import logging
-from typing import Iterable, List, Sequence, Set
+from typing import Any, Iterable, List, Sequence, Set
 
 from rlfleet.config.checks import InvalidValue, is_int
 from rlfleet.config.deprecation import check_available, translate_deprecated
@@ -22,9 +22,7 @@ def _notice_once(key: str, message: str) -> None:
         logger.warning(message)
 
 
-
-
-def check_keys(config: dict, keys: Iterable[ConfigKey]) -> None:
+def check_keys(config: dict, keys: Iterable[ConfigKey], prefix: str = "") -> None:
     """Runs the checks of `keys` on `config`, normalizing values in place.
 
     Keys absent from `config` are skipped; a parent is checked before its children when
@@ -33,6 +31,7 @@ def check_keys(config: dict, keys: Iterable[ConfigKey]) -> None:
     Args:
         config: a merged config; mutated.
         keys: the keys whose checks to run, e.g. an algorithm's ``ALGO_KEYS``.
+        prefix: put before each key's name in errors (``"evaluation_config."`` for an overlay).
 
     Raises:
         ValueError: naming the key, the value given and what is allowed.
@@ -48,10 +47,10 @@ def check_keys(config: dict, keys: Iterable[ConfigKey]) -> None:
         try:
             parent[leaf] = key.check(value)
         except InvalidValue as e:
-            raise ValueError(e.message(key.name, value)) from None
+            raise ValueError(e.message(prefix + key.name, value)) from None
         except (TypeError, AttributeError, KeyError, IndexError) as e:
             # A check that could not even read the value: still the user's value at fault.
-            raise ValueError(f"'{key.name}': {value!r} is invalid ({type(e).__name__}: {e}); "
+            raise ValueError(f"'{prefix}{key.name}': {value!r} is invalid ({type(e).__name__}: {e}); "
                              f"see describe_keys() for what it takes") from e
 
 
@@ -95,10 +94,50 @@ def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
                        "setting it to False.")
         config["evaluation_parallel_to_training"] = False
 
+    _framework_to_torch(config)
     check_keys(config, KEY_INDEX.values())  # parents come before their children
     check_keys(config, _not_common_checks(algo_keys))
+    _check_evaluation_overlay(config, algo_keys)
     check_available(config)
     _check_gpus(config)
+
+
+def _check_evaluation_overlay(config: dict, algo_keys: Sequence[ConfigKey]) -> None:
+    # The overlay is merged and validated again when evaluation workers are built (maybe
+    # hours later); its values are checked now, on a copy, with their full path in errors.
+    overlay = config.get("evaluation_config")
+    if not isinstance(overlay, dict) or not overlay:
+        return
+    overlay = _copy_dicts(overlay)
+    _framework_to_torch(overlay)
+    check_keys(overlay, KEY_INDEX.values(), prefix="evaluation_config.")
+    check_keys(overlay, _not_common_checks(algo_keys), prefix="evaluation_config.")
+
+
+def _copy_dicts(value: Any) -> Any:
+    # Only the dicts: checks replace values in their parent dict, never mutate the values.
+    return {k: _copy_dicts(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+# The reference's TensorFlow settings: the same model runs in torch here (DESIGN.md).
+TF_FRAMEWORKS = ("tf", "tf2", "tfe")
+
+
+def _framework_to_torch(config: dict) -> None:
+    """`framework: tf` (the reference's default, in most tuned examples) runs in torch, with
+    one warning; a custom TensorFlow model stays an error (it cannot run in torch)."""
+    framework = config.get("framework")
+    if framework not in TF_FRAMEWORKS:
+        return
+    custom_model = (config.get("model") or {}).get("custom_model")
+    if isinstance(custom_model, type) and any(
+            (base.__module__ or "").split(".")[0] in ("tensorflow", "keras", "tf_keras") for base in custom_model.__mro__):
+        raise ValueError(f"'model.custom_model': {custom_model.__qualname__} is a TensorFlow/Keras model, which "
+                         f"rlfleet cannot run ('framework': {framework!r}); port it to a torch.nn.Module (see "
+                         "rlfleet.models) and set 'framework': 'torch'")
+    _notice_once("framework", f"'framework': {framework!r}: rlfleet runs the same model in torch (set "
+                              "'framework': 'torch' to silence this warning).")
+    config["framework"] = "torch"
 
 
 def _check_gpus(config: dict) -> None:
