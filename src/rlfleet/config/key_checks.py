@@ -244,3 +244,23 @@ def policy_ids(v: Any) -> Any:
     if isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(p, str) for p in v):
         return list(v)
     raise InvalidValue("None (train all policies) or a list of policy ids (str)")
+
+
+def evaluation_duration(v: Any) -> Any:
+    if v == "auto":
+        raise InvalidValue("None or an episode count (an int >= 1): 'auto' (evaluate for as long as training "
+                           "takes) is not available; with evaluation_parallel_to_training, give the episodes to run")
+    if v is None:
+        return v
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not is_int(v) or v < 1:
+        raise InvalidValue("None or an episode count (an int >= 1)")
+    return v
+
+
+def evaluation_duration_unit(v: Any) -> Any:
+    if v != "episodes":
+        raise InvalidValue("'episodes': evaluation runs whole episodes; give evaluation_duration as a number of "
+                           "episodes")
+    return v

@@ -9,10 +9,11 @@ import copy
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from rlfleet.callbacks import DefaultCallbacks
-from rlfleet.config.checks import (Check, activation, boolean, dict_value, int_at_least, number_in, one_of,
-                                   optional, positive_int_list)
+from rlfleet.config.checks import (Check, activation, boolean, dict_value, int_at_least, not_available, number_in,
+                                   one_of, optional, positive_int_list)
 from rlfleet.config.key_checks import (batch_wait_ms, callable_or_none, callbacks_class, clip_rewards,
-                                       conv_filters, dict_obs_key, environ, exploration_type, framework,
+                                       conv_filters, dict_obs_key, environ, evaluation_duration,
+                                       evaluation_duration_unit, exploration_type, framework,
                                        input_evaluation, input_spec, logger_config, name_or_class,
                                        optimizer_options, output_spec, path_or_none, policies, policy_ids,
                                        record_env, sampler_class_or_none, space_or_none, str_list)
@@ -145,6 +146,9 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           "(finite) after the first episode; env errors still say where they happened.", boolean),
         K("max_nonfinite_updates", 5, "Gradient updates with a NaN/inf loss or gradient are skipped (counted as "
           "info/learner/<policy>/num_nonfinite_updates); more than this many in a row raise.", int_at_least(0)),
+        K("keep_per_episode_custom_metrics", False, "The reference's per-episode lists of custom metrics; only "
+          "False (custom_metrics hold <name>_mean/_min/_max).",
+          not_available("custom metrics are summarized as <name>_mean/_min/_max", False)),
         K("log_sys_usage", True, "Add CPU/memory (and GPU) usage to the results.", boolean),
         K("fake_sampler", False, "Replay one sampled batch forever (throughput testing only)."),
     ],
@@ -165,6 +169,14 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",
           optional(int_at_least(1), "no evaluation")),
         K("evaluation_num_episodes", 10, "Episodes per evaluation (at least).", int_at_least(1)),
+        K("evaluation_duration", None, "The reference's later name of evaluation_num_episodes (with "
+          "evaluation_duration_unit 'episodes'); set, it replaces it. None: evaluation_num_episodes.",
+          evaluation_duration),
+        K("evaluation_duration_unit", "episodes", "Unit of evaluation_duration: only 'episodes' (evaluation runs "
+          "whole episodes).", evaluation_duration_unit),
+        K("always_attach_evaluation_results", False, "The reference's copy of the last evaluation into results "
+          "of iterations that do not evaluate; only False.",
+          not_available("results carry 'evaluation' only on iterations that evaluate: read those", False)),
         K("evaluation_parallel_to_training", False, "Evaluate in a thread while train() runs.", boolean),
         K("in_evaluation", False, "Set internally on evaluation workers.", boolean),
         K("evaluation_config", {}, "Overrides of this config for evaluation (e.g. explore False).",
@@ -182,6 +194,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("synchronize_filters", True, "Sync filter statistics across workers each iteration.", boolean),
         K("tf_session_args", _TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
         K("local_tf_session_args", _LOCAL_TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
+        K("_disable_preprocessor_api", False, "The reference's raw (unflattened) observations for custom models; "
+          "only False.", not_available("models see the preprocessed (flattened) observations", False)),
         K("compress_observations", False, "LZ4-compress each observation in sample batches.", boolean),
         K("collect_metrics_timeout", 180, "Seconds to wait for workers' metrics; late ones count next time.",
           number_in(0)),

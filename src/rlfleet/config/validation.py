@@ -96,10 +96,24 @@ def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
 
     _framework_to_torch(config)
     check_keys(config, KEY_INDEX.values())  # parents come before their children
+    _evaluation_duration_to_episodes(config)
     check_keys(config, _not_common_checks(algo_keys))
     _check_evaluation_overlay(config, algo_keys)
     check_available(config)
     _check_gpus(config)
+
+
+def _evaluation_duration_to_episodes(config: dict) -> None:
+    """`evaluation_duration` (the reference's later name, checked: a number of episodes)
+    sets `evaluation_num_episodes`."""
+    duration = config.get("evaluation_duration")
+    if duration is None:
+        return
+    episodes = config.get("evaluation_num_episodes")
+    if episodes not in (duration, KEY_INDEX["evaluation_num_episodes"].default):
+        raise ValueError(f"'evaluation_duration': {duration!r} and 'evaluation_num_episodes': {episodes!r} disagree; "
+                         "set only one of them")
+    config["evaluation_num_episodes"] = duration
 
 
 def _check_evaluation_overlay(config: dict, algo_keys: Sequence[ConfigKey]) -> None:

@@ -19,16 +19,17 @@ from rlfleet.algorithms.apex.replay_shard import ReplayShard, learn_replayed, wo
 from rlfleet.algorithms.async_learner import LearnerLock
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
 from rlfleet.algorithms.dqn.dqn import DQNTrainer
-from rlfleet.config import ConfigKey, algorithm_config, boolean, int_at_least, with_defaults
+from rlfleet.config import ConfigKey, InvalidValue, algorithm_config, boolean, int_at_least, with_defaults
 
 K = ConfigKey
 
 # Ape-X's own keys; shared with APEX_DDPG.
 APEX_KEYS: List[ConfigKey] = [
     K("num_replay_buffer_shards", 4, "Replay shards (Ray actors with remote workers); each holds "
-      "buffer_size / shards transitions and replays once it has learning_starts / shards.", int_at_least(1)),
+      "buffer_size / shards transitions and replays once it has learning_starts / shards (the reference's "
+      "optimizer.num_replay_buffer_shards is taken too).", int_at_least(1)),
     K("max_weight_sync_delay", 400, "A worker gets the learner's newest weights after sampling this many "
-      "env steps.", int_at_least(1)),
+      "env steps (the reference's optimizer.max_weight_sync_delay is taken too).", int_at_least(1)),
     K("worker_side_prioritization", True, "Workers compute the initial priorities (|TD error|) of the "
       "transitions they add; False: new transitions get the shard's highest priority so far.", boolean),
     K("learner_queue_size", 16, "Replayed batches waiting for the learner thread at most.", int_at_least(1)),
@@ -57,6 +58,45 @@ ALGO_KEYS: List[ConfigKey] = with_defaults(
     [k for k in DQN_KEYS if k.name != "worker_side_prioritization"] + APEX_KEYS, APEX_DEFAULTS)
 
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
+
+
+# The reference's Ape-X took its replay settings in `optimizer` (the arguments of 1.x's
+# AsyncReplayOptimizer); here they are Ape-X's own top-level keys. `debug` added the shards'
+# stats to the results, which rlfleet always reports (info/replay_shard_<i>).
+REFERENCE_OPTIMIZER_ENTRIES = ("num_replay_buffer_shards", "max_weight_sync_delay", "debug")
+
+
+def fold_reference_optimizer(config: dict, defaults: dict) -> None:
+    """Moves the reference's replay entries of `optimizer` to their top-level keys, in place.
+
+    Args:
+        config: a validated config of APEX or APEX_DDPG.
+        defaults: the trainer's default config (a top-level key changed from it and set
+            differently in `optimizer` is a conflict).
+
+    Raises:
+        ValueError: a value an Ape-X key does not take, or two different values for one key.
+    """
+    options = config.get("optimizer") or {}
+    moved = {k: options[k] for k in REFERENCE_OPTIMIZER_ENTRIES if k in options}
+    if not moved:
+        return
+    config["optimizer"] = {k: v for k, v in options.items() if k not in moved}
+    if "debug" in moved:
+        try:
+            boolean(moved.pop("debug"))
+        except InvalidValue as e:
+            raise ValueError(e.message("optimizer.debug", options["debug"])) from None
+    checks = {k.name: k.check for k in APEX_KEYS}
+    for key, value in moved.items():
+        try:
+            value = checks[key](value)
+        except InvalidValue as e:
+            raise ValueError(e.message(f"optimizer.{key}", value)) from None
+        if config[key] != defaults[key] and config[key] != value:
+            raise ValueError(f"'optimizer.{key}': {value!r} (the reference's place for it) and '{key}': "
+                             f"{config[key]!r} disagree; set only '{key}'")
+        config[key] = value
 
 
 def validate_apex(name: str, config: dict) -> None:
@@ -122,6 +162,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
     _algo_keys = ALGO_KEYS
 
     def validate_algorithm_config(self, config: dict) -> None:
+        fold_reference_optimizer(config, self._default_config)
         super().validate_algorithm_config(config)
         validate_apex(self._name, config)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from rlfleet.algorithms.apex.apex import APEX_DEFAULTS, APEX_KEYS, ApexTrainer, validate_apex
+from rlfleet.algorithms.apex.apex import (APEX_DEFAULTS, APEX_KEYS, ApexTrainer, fold_reference_optimizer,
+                                          validate_apex)
 from rlfleet.algorithms.ddpg.ddpg import ALGO_KEYS as DDPG_KEYS
 from rlfleet.algorithms.ddpg.ddpg import DDPGTrainer
 from rlfleet.algorithms.ddpg.ddpg_policy import DDPGTorchPolicy
@@ -34,6 +35,7 @@ class ApexDDPGTrainer(ApexTrainer):
     _policy_class = DDPGTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
-        # DDPG's rules (not DQN's), then Ape-X's.
+        # The reference's optimizer entries moved, DDPG's rules (not DQN's), then Ape-X's.
+        fold_reference_optimizer(config, self._default_config)
         DDPGTrainer.validate_algorithm_config(self, config)
         validate_apex(self._name, config)

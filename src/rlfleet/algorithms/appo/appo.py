@@ -1,6 +1,7 @@
 """APPO: IMPALA's asynchronous data flow with PPO's clipped surrogate on V-trace targets."""
 from __future__ import annotations
 
+import logging
 from typing import List
 
 from rlfleet.algorithms.async_learner import ASYNC_KEYS
@@ -9,6 +10,7 @@ from rlfleet.algorithms.impala.impala import ALGO_KEYS as IMPALA_KEYS, ImpalaTra
 from rlfleet.config import ConfigKey, algorithm_config, int_at_least, number_above, number_in, with_defaults
 
 K = ConfigKey
+logger = logging.getLogger(__name__)
 
 ALGO_KEYS: List[ConfigKey] = with_defaults(IMPALA_KEYS, {"replay_buffer_num_slots": 100}) + [
     K("clip_param", 0.4, "The clip range of the probability ratio: [1 - clip, 1 + clip].", number_above(0)),
@@ -17,6 +19,11 @@ ALGO_KEYS: List[ConfigKey] = with_defaults(IMPALA_KEYS, {"replay_buffer_num_slot
     K("kl_target", 0.01, "KL divergence the penalty coefficient is adapted towards.", number_above(0)),
     K("target_update_frequency", 1, "Learner updates between refreshes of the target network (the old policy).",
       int_at_least(1)),
+    # The reference's APPO has these (IMPALA does not): its advantages without V-trace.
+    K("use_gae", True, "With vtrace False: Generalized Advantage Estimation on the workers; False: discounted "
+      "returns minus the value. Unused with V-trace."),
+    K("lambda", 1.0, "With vtrace False: GAE's lambda (0 is the one-step TD error, 1 the Monte-Carlo return). "
+      "Unused with V-trace.", number_in(0, 1)),
 ]
 assert {k.name for k in ASYNC_KEYS} <= {k.name for k in ALGO_KEYS}
 
@@ -30,3 +37,10 @@ class APPOTrainer(ImpalaTrainer):
     _default_config = DEFAULT_CONFIG
     _algo_keys = ALGO_KEYS
     _policy_class = APPOTorchPolicy
+
+    def validate_algorithm_config(self, config: dict) -> None:
+        super().validate_algorithm_config(config)
+        if config["vtrace"] and config["lambda"] != 1.0:
+            # The reference ignores it silently; say so once.
+            logger.warning("APPO: 'lambda': %r is unused with 'vtrace': True (V-trace computes the advantages); "
+                           "it applies with 'vtrace': False", config["lambda"])

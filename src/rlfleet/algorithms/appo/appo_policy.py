@@ -11,6 +11,7 @@ import torch
 from rlfleet.algorithms.impala.impala_policy import ImpalaTorchPolicy
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import _obs_array, masked_mean, model_forward
+from rlfleet.rollout.postprocessing import postprocess_with_critic
 from rlfleet.utils.compression import decompress_columns
 
 SB = SampleBatch
@@ -65,6 +66,13 @@ class APPOTorchPolicy(ImpalaTorchPolicy):
         """The target network (the "old" policy) takes the current weights."""
         self.target_model.load_state_dict(self.model.state_dict())
         self.updates_since_target = 0
+
+    def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+        if self.config["vtrace"]:
+            return sample_batch
+        # Without V-trace the workers compute the advantages, with APPO's `lambda` and `use_gae`.
+        return postprocess_with_critic(self, sample_batch, self.config["gamma"], self.config["lambda"],
+                                       self.config["use_gae"], True)
 
     def vtrace_target_logits(self, obs, current_logits):
         logits, _ = model_forward(self.target_model, {SB.OBS: obs})

@@ -7,7 +7,7 @@ from typing import List
 from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS, OPTIMIZER_KEYS
 from rlfleet.algorithms.async_learner import ASYNC_KEYS, AsyncSamplingTrainer
 from rlfleet.algorithms.impala.impala_policy import ImpalaTorchPolicy
-from rlfleet.config import ConfigKey, algorithm_config, number_above, optional, override
+from rlfleet.config import ConfigKey, algorithm_config, not_available, number_above, optional, override
 
 K = ConfigKey
 
@@ -18,6 +18,10 @@ VTRACE_KEYS: List[ConfigKey] = [
       "targets (None: no clip).", optional(number_above(0), "no clip")),
     K("vtrace_clip_pg_rho_threshold", 1.0, "The clip of the importance weights in the policy-gradient advantages "
       "(None: no clip).", optional(number_above(0), "no clip")),
+    K("vtrace_drop_last_ts", False, "The reference's drop of each fragment's last timestep (it had no next "
+      "observation to bootstrap from); only False: rlfleet bootstraps it from its next observation and learns on it.",
+      not_available("the last timestep of a fragment is bootstrapped from its next observation, not dropped",
+                    False)),
 ] + OPTIMIZER_KEYS
 
 _AC_KEYS = [k for k in ACTOR_CRITIC_KEYS if k.name not in ("use_critic", "use_gae", "lambda", "lr")]
