@@ -47,6 +47,28 @@ def test_a_misspelt_nested_key_is_an_error_naming_its_path(algo, user, message):
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize("user,message", [
+    ({"logger_config": {"typ": "CSVLogger"}}, "Unknown config key 'logger_config.typ'; did you mean 'logger_config.type'?"),
+    ({"logger_config": {"type": ["CSVLogger", "JsonLogger"], "flush": True}},
+     "Unknown config key 'logger_config.flush'"),
+])
+def test_options_of_rlfleets_loggers_are_checked(user, message):
+    with pytest.raises(ValueError) as info:
+        _merge("PPO", user)
+    assert message in str(info.value)
+
+
+def test_options_of_a_users_logger_stay_free():
+    config = _merge("PPO", {"logger_config": {"type": "my_package.MyLogger", "flush_every": 3}})
+    assert config["logger_config"]["flush_every"] == 3
+    _merge("PPO", {"logger_config": {"type": "CSVLogger", "logdir": "/tmp/elsewhere"}})
+
+
+def test_a_misspelt_replay_buffer_config_key_suggests_the_right_one():
+    with pytest.raises(ValueError, match=r"did you mean 'replay_buffer_config\.capacity' for 'capacty'"):
+        _validate("DQN", {"replay_buffer_config": {"capacty": 5}})
+
+
 def test_user_owned_dicts_stay_free():
     config = _merge("PPO", {"env_config": {"anything": 1}, "model": {"custom_model_config": {"mine": [1]}},
                             "input_config": {"reader_option": 2}, "custom_resources_per_worker": {"tpu": 1},

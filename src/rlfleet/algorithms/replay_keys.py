@@ -7,6 +7,8 @@ reference's newer spelling) is checked with the checks of the keys it stands for
 """
 from __future__ import annotations
 
+import difflib
+
 from typing import Any, Dict, List
 
 from rlfleet.config import (
@@ -45,9 +47,11 @@ def _replay_buffer_config(v: Any) -> Any:
     if not isinstance(v, dict):
         raise InvalidValue(f"None or a dict with sub-keys among {known}, "
                            "e.g. {'capacity': 50000, 'type': 'MultiAgentPrioritizedReplayBuffer'}")
-    unknown = sorted(set(v) - set(known))
+    unknown = sorted(set(v) - set(known), key=str)
     if unknown:
-        raise InvalidValue(f"a dict with sub-keys among {known}; unknown sub-key(s): {unknown}")
+        close = difflib.get_close_matches(str(unknown[0]), known, n=1)
+        hint = f"; did you mean 'replay_buffer_config.{close[0]}' for {unknown[0]!r}?" if close else ""
+        raise InvalidValue(f"a dict with sub-keys among {known}; unknown sub-key(s): {unknown}{hint}")
     if "type" in v and v["type"] not in _BUFFER_TYPES:
         raise InvalidValue(f"a 'type' among {sorted(_BUFFER_TYPES)}, not {v['type']!r}")
     out = dict(v)

@@ -14,6 +14,7 @@ dict                                its keys are checked against
                                     (only for policies of the trainer's own policy class)
 ``evaluation_config``               the whole config: an overlay, checked by these same rules
 ``exploration_config``              ``type`` and the parameters of that exploration class
+``logger_config``                   ``type`` and ``logdir``, unless a ``type`` is the user's own
 any other dict with a dict default  its default's keys (e.g. SAC's ``Q_model``)
 ==================================  ===========================================================
 
@@ -33,8 +34,13 @@ from rlfleet.utils.deep_update import unknown_key_message
 FREE_DICTS: FrozenSet[str] = frozenset({
     "env_config", "model.custom_model_config", "input_config", "optimizer", "custom_resources_per_worker",
     "extra_python_environs_for_driver", "extra_python_environs_for_worker", "tf_session_args",
-    "local_tf_session_args", "multiagent.policies", "logger_config",
+    "local_tf_session_args", "multiagent.policies",
 })
+
+# rlfleet's own loggers (rlfleet.logger, a layer above config: named, not imported) read no
+# option; `logdir` is UnifiedLogger's.
+_BUILT_IN_LOGGERS = frozenset({"JsonLogger", "CSVLogger", "TBXLogger"})
+_LOGGER_OPTIONS = frozenset({"type", "logdir"})
 
 # Arguments the policy passes to an exploration class itself (`make_exploration`'s context).
 _EXPLORATION_CONTEXT = frozenset({"self", "action_space", "policy_config", "generator", "np_random"})
@@ -61,6 +67,9 @@ def _check_dict(user: Mapping[str, Any], known: Mapping[str, Any], defaults: Map
         path, rel = f"{prefix}{key}", f"{root_path}{key}"
         if key not in known:
             raise ValueError(unknown_key_message(key, path, known.keys()))
+        if rel == "logger_config" and isinstance(value, dict):
+            _check_logger_options(value, path)
+            continue
         if not isinstance(value, dict) or rel in FREE_DICTS:
             if rel == "multiagent.policies" and isinstance(value, dict):
                 _check_policy_overlays(value, defaults, prefix=f"{path}.")
@@ -83,6 +92,25 @@ def _check_policy_overlays(policies: Mapping[str, Any], defaults: Mapping[str, A
             policy_class, overlay = getattr(spec, "policy_class", None), getattr(spec, "config", None)
         if policy_class is None and isinstance(overlay, dict):
             _check_dict(overlay, defaults, defaults, prefix=f"{prefix}{pid}.config.", root_path="")
+
+
+def _is_built_in_logger(kind: Any) -> bool:
+    if isinstance(kind, type):
+        return kind.__module__ == "rlfleet.logger" and kind.__name__ in _BUILT_IN_LOGGERS
+    return isinstance(kind, str) and kind.replace("rlfleet.logger.", "", 1).replace("rlfleet.logger:", "", 1) \
+        in _BUILT_IN_LOGGERS
+
+
+def _check_logger_options(value: Mapping[str, Any], path: str) -> None:
+    # A logger of the user's own may take any option; rlfleet's (the default) take none.
+    kinds = value.get("type")
+    kinds = kinds if isinstance(kinds, (list, tuple)) else [kinds]
+    if not all(kind is None or _is_built_in_logger(kind) for kind in kinds):
+        return
+    for key in value:
+        if key not in _LOGGER_OPTIONS:
+            raise ValueError(unknown_key_message(key, f"{path}.{key}", _LOGGER_OPTIONS)
+                             + " (rlfleet's loggers take no options; a logger class of your own, as 'type', may)")
 
 
 def exploration_parameters(kind: Any) -> Optional[FrozenSet[str]]:
