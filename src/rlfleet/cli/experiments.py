@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -14,7 +14,8 @@ from rlfleet.logger import flatten_dict
 
 # Keys an experiment in a YAML file may hold (the reference's `rllib train -f` format). Search
 # spaces in `config` (`{grid_search: [...]}`, `{choice: [...]}`, ...) or `num_samples` > 1 run
-# the experiment through Ray Tune (rlfleet.tune); other keys are ignored with a warning.
+# the experiment through Ray Tune (rlfleet.tune); any other key is an error (a misspelt `stop:`
+# would otherwise train forever).
 _EXPERIMENT_KEYS = ("run", "env", "stop", "config", "local_dir", "checkpoint_freq",
                     "checkpoint_at_end", "keep_checkpoints_num", "num_samples")
 
@@ -103,6 +104,15 @@ def _load_yaml(path: str) -> Dict[str, Any]:
     return data
 
 
+def _check_experiment_keys(spec: Mapping[str, Any], where: str) -> None:
+    for key in spec:
+        if key in _EXPERIMENT_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), _EXPERIMENT_KEYS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"{where}: unknown key {key!r}; {hint}An experiment takes {list(_EXPERIMENT_KEYS)}")
+
+
 def load_experiments(args: argparse.Namespace) -> List[Experiment]:
     """Builds the experiments to run from parsed ``rlfleet train`` arguments.
 
@@ -139,10 +149,7 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
         if not isinstance(spec, dict):
             raise UsageError(f"{where} must be a mapping with keys {list(_EXPERIMENT_KEYS)}, "
                              f"got {spec!r}")
-        unknown = sorted(set(spec) - set(_EXPERIMENT_KEYS))
-        if unknown:
-            print(f"WARNING: {where}: ignoring key(s) {unknown}; `rlfleet train` reads "
-                  f"{list(_EXPERIMENT_KEYS)}.", file=sys.stderr)
+        _check_experiment_keys(spec, where)
 
         run = args.run or spec.get("run")
         if not run or not isinstance(run, str):
