@@ -523,3 +523,40 @@ def test_config_command_prints_the_keys(capsys):
     assert code == 0 and any(line.startswith("| `clip_param` | `0.3` |") for line in out)
     code, out, err = _run(capsys, "config", "PPOO")
     assert code == 2 and "Did you mean 'PPO'" in err
+
+
+# --- relative paths in an experiment file (issue 26) ------------------------------------------
+def _load(path):
+    return cli.load_experiments(cli.build_parser().parse_args(["train", "-f", str(path)]))
+
+
+def test_yaml_input_path_resolves_beside_the_file(tmp_path, monkeypatch):
+    folder = tmp_path / "examples" / "bc"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "expert.json").write_text("{}\n")
+    (folder / "e.yaml").write_text("x:\n  run: FAKE\n  config: {input: data/expert.json}\n"
+                                   "y:\n  run: FAKE\n  config: {input: [examples/bc/data/expert.json, sampler]}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    x, y = _load(folder / "e.yaml")
+    assert x.config["input"] == str(folder / "data" / "expert.json")
+    # Relative to a folder above the file (the checkout's root, as tuned_examples/ writes them).
+    assert y.config["input"] == [str(tmp_path / "examples/bc/data/expert.json"), "sampler"]
+
+
+def test_yaml_input_path_found_from_the_current_folder_stays(tmp_path, monkeypatch):
+    (tmp_path / "d.json").write_text("{}\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "e.yaml").write_text("x:\n  run: FAKE\n  config: {input: ./d.json}\n")
+    monkeypatch.chdir(tmp_path)
+    assert _load(tmp_path / "sub" / "e.yaml")[0].config["input"] == "./d.json"
+
+
+def test_yaml_input_path_found_nowhere_names_both_places(tmp_path, monkeypatch, capsys):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "e.yaml").write_text("x:\n  run: FAKE\n  env: E\n  config: {input: data/missing.json}\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(capsys, "train", "-f", str(tmp_path / "sub" / "e.yaml"))
+    assert code == cli.EXIT_USAGE
+    assert f"neither in the current folder ({tmp_path})" in err and f"experiment file ({tmp_path / 'sub'})" in err

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from rlfleet.cli.common import UsageError
+from rlfleet.cli.file_paths import resolve_file_paths
 from rlfleet.logger import flatten_dict
 
 # Keys an experiment in a YAML file may hold (the reference's `rllib train -f` format). Search
@@ -158,7 +159,7 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
         file_config = spec.get("config") or {}
         if not isinstance(file_config, dict):
             raise UsageError(f"{where}: `config` must be a mapping, got {file_config!r}")
-        config = _deep_merge(file_config, cli_config)
+        config = _deep_merge(resolve_file_paths(file_config, args.config_file, where), cli_config)
 
         # Precedence for the env: --env, then --config's "env", then the experiment's `env:`,
         # then `config: {env: ...}` from the file.
