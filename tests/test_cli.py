@@ -1,6 +1,7 @@
 """Tests for the `rlfleet` command line, with a fake trainer injected (no real algorithms)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,18 +21,26 @@ class FakeTrainer:
 
     Config knobs (test-only): "interrupt_at" raises KeyboardInterrupt in that train() call;
     "invalid" makes the constructor raise
-    ValueError like config validation would.
+    ValueError like config validation would, "crash" a RuntimeError (both after writing the
+    start-up files into the run folder).
     """
 
     instances: list = []
 
     def __init__(self, config=None, env=None, logdir=None):
         config = dict(config or {})
+        logdir = logdir or make_logdir("Fake", env)
+        if config.get("invalid") or config.get("crash"):
+            # As a trainer whose logger started before its workers failed.
+            for name in ("params.json", "result.json", "progress.csv"):
+                open(os.path.join(logdir, name), "w").close()
         if config.get("invalid"):
             raise ValueError("config key 'invalid': not a valid key; valid keys are [...]")
+        if config.get("crash"):
+            raise RuntimeError("the env could not be made")
         self.config = config
         self.env = env
-        self.logdir = logdir or make_logdir("Fake", env)
+        self.logdir = logdir
         self.iteration = 0
         self.saves = []
         self.stopped = False
@@ -264,11 +273,11 @@ def test_local_dir(tmp_path, capsys):
     assert out[-1] == f"Results: {trainer.logdir}"
 
 
-def test_default_logdir_left_to_trainer(tmp_path, capsys):
+def test_default_logdir_under_the_results_dir(tmp_path, capsys):
     code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0",
                           "--stop", '{"training_iteration": 1}')
     assert code == 0
-    # Our fake makes its own folder under $RLFLEET_RESULTS_DIR when given logdir=None.
+    # The CLI makes the run folder under $RLFLEET_RESULTS_DIR (named as the trainer names it).
     assert os.path.dirname(_last_trainer().logdir) == str(tmp_path / "results")
 
 
@@ -560,3 +569,13 @@ def test_yaml_input_path_found_nowhere_names_both_places(tmp_path, monkeypatch, 
     code, out, err = _run(capsys, "train", "-f", str(tmp_path / "sub" / "e.yaml"))
     assert code == cli.EXIT_USAGE
     assert f"neither in the current folder ({tmp_path})" in err and f"experiment file ({tmp_path / 'sub'})" in err
+
+
+# --- a run failing at start-up leaves no folder (issue 26) --------------------------------
+@pytest.mark.parametrize("knob", ["invalid", "crash"])
+def test_a_run_failing_at_start_up_leaves_no_run_folder(knob, tmp_path, capsys):
+    results = tmp_path / "results"
+    with pytest.raises(RuntimeError) if knob == "crash" else contextlib.nullcontext():
+        code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E", "--config", json.dumps({knob: True}))
+        assert code == cli.EXIT_USAGE
+    assert not results.exists() or os.listdir(results) == []

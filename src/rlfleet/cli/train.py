@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -41,12 +42,9 @@ class _Checkpointer:
         print(f"Checkpoint saved: {path}", flush=True)
 
 
-def _remove_if_empty(path: Optional[str]) -> None:
-    if path:
-        try:
-            os.rmdir(path)  # fails (and we keep it) unless empty
-        except OSError:
-            pass
+def _remove_run_folder(path: str) -> None:
+    """Removes the run folder of a run that failed at start-up (params.json and empty logs)."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class _StopOnSignal:
@@ -108,7 +106,11 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
     Raises:
         UsageError: the trainer rejected the config (ValueError at construction).
     """
-    created_logdir = make_logdir(exp.run, exp.env, exp.local_dir) if exp.local_dir else None
+    # Made here, named as the trainer would name it, so that a run failing at start-up
+    # (bad config, env that cannot be made) leaves no folder behind.
+    env_id = exp.env if exp.env is not None else exp.config.get("env")
+    created_logdir = make_logdir(getattr(trainer_cls, "_name", exp.run), env_id if isinstance(env_id, str) else None,
+                                 exp.local_dir)
     trainer = None
     code = EXIT_OK
     stop_signal = _StopOnSignal()
@@ -121,11 +123,11 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
             # show the message, not a traceback, unless asked for with -v.
             if verbosity > 0:
                 traceback.print_exc()
-            _remove_if_empty(created_logdir)
+            _remove_run_folder(created_logdir)
             raise UsageError(f"experiment {exp.name!r}: invalid config for {exp.run}: "
                              f"{exc}") from None
         except BaseException:
-            _remove_if_empty(created_logdir)
+            _remove_run_folder(created_logdir)
             raise
 
         print(f"== {exp.name}: {exp.run} on {exp.env or '(env from config)'} | {describe_stop(exp.stop)}", flush=True)
