@@ -38,6 +38,14 @@ class FakeTrainer:
             raise ValueError("config key 'invalid': not a valid key; valid keys are [...]")
         if config.get("crash"):
             raise RuntimeError("the env could not be made")
+        if config.get("needs_box2d"):  # as gymnasium.make("LunarLander-v3") without Box2D
+            import gymnasium
+
+            raise gymnasium.error.DependencyNotInstalled(
+                'Box2D is not installed, you can install it by run `pip install swig` followed by '
+                '`pip install "gymnasium[box2d]"`')
+        if config.get("needs_module"):
+            raise ModuleNotFoundError(f"No module named {config['needs_module']!r}", name=config["needs_module"])
         self.config = config
         self.env = env
         self.logdir = logdir
@@ -579,3 +587,21 @@ def test_a_run_failing_at_start_up_leaves_no_run_folder(knob, tmp_path, capsys):
         code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E", "--config", json.dumps({knob: True}))
         assert code == cli.EXIT_USAGE
     assert not results.exists() or os.listdir(results) == []
+
+
+# --- a missing optional package: one line naming rlfleet's extra (issue 26) -------------------
+@pytest.mark.parametrize("knob,line", [
+    ({"needs_box2d": True}, 'rlfleet train: error: Box2D is not installed; install it with: pip install "rlfleet[box2d]"'),
+    ({"needs_module": "moviepy"}, "the optional package 'moviepy' is not installed; install it with: "
+                                  'pip install "rlfleet[video]"'),
+])
+def test_a_missing_optional_package_is_one_line_naming_the_extra(knob, line, capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E", "--config", json.dumps(knob))
+    assert code == cli.EXIT_USAGE
+    assert line in err and "Traceback" not in err and "gymnasium[box2d]" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_another_missing_module_keeps_its_traceback(capsys):
+    with pytest.raises(ModuleNotFoundError):
+        _run(capsys, "train", "--run", "FAKE", "--env", "E", "--config", '{"needs_module": "my_own_package"}')

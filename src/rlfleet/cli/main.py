@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from rlfleet.cli.commands import cmd_config, cmd_evaluate, cmd_list, cmd_plot
 from rlfleet.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from rlfleet.cli.missing_packages import missing_package_hint
 from rlfleet.cli.train import cmd_train
 
 
@@ -157,6 +158,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as exc:
         args.subparser.print_usage(sys.stderr)
         print(f"{args.subparser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # an optional package (Box2D for LunarLander, ...) missing: one line
+        hint = missing_package_hint(exc)
+        if hint is None or args.verbose > 0:
+            raise
+        print(f"{args.subparser.prog}: error: {hint}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C outside a run (e.g. while importing torch)
         print("\nInterrupted (Ctrl-C).", file=sys.stderr)
