@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import os
 import shutil
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
@@ -170,7 +171,8 @@ def evaluate_checkpoint(
         num_episodes: how many episodes to run.
         env: an env to use instead of the checkpoint's (its spaces must fit the policy).
         render: render each step (Gymnasium ids are made with `render_mode="human"`).
-        video: a folder to record the episodes into as MP4 files (`record_env`).
+        video: a folder to record every episode into as MP4 files (`record_env`; relative to the
+            current folder).
         trusted_modules: modules the checkpoint's classes and functions may be imported
             from (see `Trainer.from_checkpoint`).
         on_episode: called as `(index, return, length)` after each episode.
@@ -193,7 +195,8 @@ def evaluate_checkpoint(
             env_config = dict(trainer.config.get("env_config") or {}, render_mode="human")
             run_config.update(render_env=True, env_config=env_config)
         if video:
-            run_config["record_env"] = video
+            # Resolved here: a relative folder would land in the temporary run folder, deleted below.
+            run_config.update(record_env=os.path.abspath(os.path.expanduser(video)), _record_env_episodes=int(num_episodes))
         workers = trainer.evaluator.build_workers(run_config, num_workers=0)
         episodes: List[Dict[str, Any]] = []
         for index in range(int(num_episodes)):

@@ -10,11 +10,22 @@ from rlfleet.cli import common
 from rlfleet.cli.common import EXIT_OK, UsageError
 
 
+def _headless_rendering() -> None:
+    """Frames for videos need no window: without a display, SDL (pygame, which Gymnasium's
+    classic-control envs render with) is told so instead of printing "error: XDG_RUNTIME_DIR
+    is invalid or not set" while looking for one."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from rlfleet.evaluation import evaluate_checkpoint
 
     if args.episodes < 1:
         raise UsageError(f"argument --episodes: must be >= 1, got {args.episodes}")
+    if args.video and not args.render:
+        _headless_rendering()
     try:
         report = evaluate_checkpoint(args.checkpoint, args.episodes, env=args.env, render=args.render,
                                      video=args.video, trusted_modules=args.trust_modules, on_episode=lambda i, ret, length: print(

@@ -128,6 +128,9 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           callable_or_none("(train_results, task_settable_env, env_ctx) -> new_task")),
         K("render_env", False, "Render the env of the local worker (or of worker 1)."),
         K("record_env", False, "Record videos: True for the results folder, or a folder path.", record_env),
+        K("_record_env_episodes", None, "record_env records the first this many episodes; None: episodes 0, 1, 8, "
+          "27, ..., 1000, 2000, ... (`rlfleet evaluate --video` sets the episodes it runs).",
+          optional(int_at_least(1), "Gymnasium's schedule")),
         K("clip_rewards", None, "None: sign-clip on Atari only; True: sign; False: never; "
           "x: clip to [-x, x]; (lo, hi): clip to [lo, hi].", clip_rewards),
         K("normalize_actions", True, "Learn in a normalized action space; unsquash to the env's bounds.", boolean),

@@ -60,6 +60,16 @@ class RenderFrames(gym.Wrapper):
         return frame
 
 
+class _FirstEpisodes:
+    """RecordVideo's `episode_trigger` for episodes 0 .. n - 1 (a class: Ray ships it)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __call__(self, episode_id: int) -> bool:
+        return episode_id < self.n
+
+
 class VideoEnvCreator:
     """An env creator whose sub-env 0 records videos and/or renders; other sub-envs are
     made as by `env_creator` (a class, so that Ray can ship it to remote envs).
@@ -70,10 +80,13 @@ class VideoEnvCreator:
         folder: the video folder (None: no recording).
         name_prefix: the video files' prefix.
         render: `render_env`.
+        episodes: record the first this many episodes (`_record_env_episodes`); None:
+            Gymnasium's schedule 0, 1, 8, 27, ...
     """
 
     def __init__(self, env_creator: Callable, *, gym_id: bool, folder: Optional[str], name_prefix: str,
-                 render: bool):
+                 render: bool, episodes: Optional[int] = None):
+        self.episodes = episodes
         self.env_creator = env_creator
         self.gym_id = gym_id
         self.folder = folder
@@ -111,7 +124,11 @@ class VideoEnvCreator:
                 # Training and evaluation share the folder (their files have their own prefixes);
                 # RecordVideo would warn about "overwriting" whenever the folder exists.
                 warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                env = gym.wrappers.RecordVideo(env, self.folder, name_prefix=self.name_prefix, disable_logger=True)
+                # None: Gymnasium's schedule. The sampler resets the env after the last episode asked
+                # for; a trigger that stops there writes no video of a next, never-run one.
+                trigger = None if self.episodes is None else _FirstEpisodes(self.episodes)
+                env = gym.wrappers.RecordVideo(env, self.folder, name_prefix=self.name_prefix, disable_logger=True,
+                                               episode_trigger=trigger)
         elif self.render and actual in ("rgb_array", "rgb_array_list"):
             env = RenderFrames(env)
         return env
@@ -129,7 +146,7 @@ def with_video(env_creator: Optional[Callable], config: dict, *, worker_index: i
     phase = "evaluation" if config.get("in_evaluation") else "training"
     folder = video_folder(record, log_dir) if record else None
     return VideoEnvCreator(env_creator, gym_id=gym_id, folder=folder, name_prefix=f"{phase}-worker{worker_index}",
-                           render=bool(render))
+                           render=bool(render), episodes=config.get("_record_env_episodes"))
 
 
 __all__ = ["RenderFrames", "VideoEnvCreator", "renders_here", "video_folder", "with_video", "VIDEO_INSTALL_HINT"]
