@@ -601,7 +601,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from rlfleet.evaluation import evaluate_checkpoint
+    from rlfleet.evaluate_checkpoint import evaluate_checkpoint
 
     if args.episodes < 1:
         raise UsageError(f"argument --episodes: must be >= 1, got {args.episodes}")

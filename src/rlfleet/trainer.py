@@ -471,7 +471,7 @@ class Trainer:
         # On the base class the checkpoint names the algorithm; on a subclass it must match.
         algorithm = None if cls._name == Trainer._name else cls._name
         return trainer_from_checkpoint(cls, algorithm, checkpoint_path, config_overrides, trusted_modules,
-                                       logdir=logdir, logger_creator=logger_creator)
+                                       trainer_base=Trainer, logdir=logdir, logger_creator=logger_creator)
 
     def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID,
                             onnx: Optional[int] = None) -> str:

@@ -18,13 +18,14 @@ from rlfleet.env.env_context import EnvContext
 from rlfleet.env.envpool_env import check_worker_config as check_envpool_config
 from rlfleet.env.envpool_env import envpool_threads, find_envpool_creator
 from rlfleet.env.episode_rules import EpisodeRules
-from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv, as_multi_agent
+from rlfleet.env.as_multi_agent import as_multi_agent
+from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
 from rlfleet.env.wrappers.video import with_video
 from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.offline.io_context import IOContext
-from rlfleet.offline.offline_sampler import OfflineSampler, wants_offline_input
+from rlfleet.rollout.offline_sampler import OfflineSampler, wants_offline_input
 from rlfleet.offline.writer import make_output_writer
 from rlfleet.policy.policy_map import PolicyMap
 from rlfleet.policy.policy_spec import PolicySpec
@@ -204,7 +205,7 @@ class RolloutWorker:
             if wants_multi_agent(None, config):
                 raise ValueError("'remote_worker_envs': True is not available with multi-agent envs or policies "
                                  "yet; use False")
-            from rlfleet.env.remote_vector_env import RemoteVectorEnv
+            from rlfleet.rollout.remote_vector_env import RemoteVectorEnv
 
             contexts = [self.env_context.copy_with_overrides(vector_index=i, remote=True) for i in range(num_envs)]
             env = RemoteVectorEnv(env_creator, contexts, rules=rules, seeds=seeds,

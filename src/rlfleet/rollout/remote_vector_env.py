@@ -1,5 +1,9 @@
 """RemoteVectorEnv: a worker's sub-envs, each in its own Ray actor (`remote_worker_envs`).
 
+An actor pool of the rollout layer, beside `WorkerSet` (Ray is called only there, in the
+modules it owns here in rollout/, and in tune.py); the RolloutWorker builds it in place of
+its local `VectorEnv`.
+
 Each actor holds a one-env `VectorEnv`, so horizon, soft horizon, auto-reset and the
 terminated/truncated mapping are exactly those of the local `VectorEnv`, and a seeded run
 gives the same samples with or without `remote_worker_envs`.
