@@ -13,7 +13,7 @@ In the reference the `Trainer` *is* a Tune `Trainable`; here it is standalone (s
 - `setup` builds the trainer in the trial's folder; `step` is one `train()`; `cleanup`
   stops it (its remote workers included); `reset_config` rebuilds it for actor reuse.
 - `save_checkpoint` writes rlfleet's own checkpoint format (JSON + safetensors, see
-  `rlfleet/checkpoint.py`) as `<Tune's checkpoint folder>/checkpoint_<iteration>/`;
+  `rlfleet/checkpoint/`) as `<Tune's checkpoint folder>/checkpoint_<iteration>/`;
   `load_checkpoint` verifies and restores it. No pickle is involved, and that inner folder
   also loads with `Trainer.from_checkpoint` and `rlfleet evaluate`.
 - `default_resource_request` is `Trainer.default_resource_request(config)` as a Tune

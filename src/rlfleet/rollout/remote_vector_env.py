@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from rlfleet.env.atari_detection import is_atari
 from rlfleet.env.checks import EnvError
 from rlfleet.env.env_context import EnvContext
 from rlfleet.env.episode_rules import EpisodeRules
@@ -46,11 +47,7 @@ class _EnvActor:
             raise type(e)(e.what, **dict(e.context(), sub_env_index=self.index)) from e.__cause__
 
     def spaces(self):
-        env = self.venv.envs[0]
-        spec = getattr(env, "spec", None)
-        env_id = getattr(spec, "id", "") or ""
-        atari = env_id.startswith("ALE/") or "NoFrameskip" in env_id or type(env.unwrapped).__name__ == "AtariEnv"
-        return self.venv.observation_space, self.venv.action_space, atari
+        return self.venv.observation_space, self.venv.action_space, is_atari(self.venv.envs[0])
 
     def reset_all(self):
         return self._located(self.venv.reset_all)[0]
