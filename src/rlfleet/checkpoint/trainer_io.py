@@ -9,7 +9,6 @@ trainer: `Trainer` passes itself in.
 from __future__ import annotations
 
 import os
-import platform
 from datetime import datetime, timezone
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -20,17 +19,7 @@ from rlfleet.checkpoint.import_gate import decode_trusted_config
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.utils.json_codec import encode, qualified_name
 from rlfleet.utils.safe_files import CheckpointError
-
-
-def _versions() -> Dict[str, str]:
-    import gymnasium
-    import safetensors
-    import torch
-
-    from rlfleet import __version__
-
-    return {"rlfleet": __version__, "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "gymnasium": gymnasium.__version__, "safetensors": safetensors.__version__}
+from rlfleet.utils.versions import software_versions
 
 
 # The trainer-state entries (see `Trainer.get_state`) the manifest holds; every other entry
@@ -62,7 +51,7 @@ def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints
     parent = os.path.abspath(checkpoint_dir or trainer.logdir)
     path = os.path.join(parent, f"checkpoint_{int(state['iteration'])}")
     head, body = _split_state(state)
-    versions = _versions()
+    versions = software_versions()
     manifest = {
         "rlfleet_version": versions["rlfleet"],
         "versions": versions,

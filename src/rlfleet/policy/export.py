@@ -29,6 +29,7 @@ from rlfleet.utils.safe_files import (
     safetensors_bytes,
     write_file_atomic,
 )
+from rlfleet.utils.versions import software_versions
 
 WEIGHTS_FORMAT = "rlfleet-policy-weights"
 MODEL_FORMAT = "rlfleet-exported-model"
@@ -132,9 +133,12 @@ def _save_traced(wrapper: torch.nn.Module, examples: tuple, export_dir: str, onn
 def _write_model_meta(policy, export_dir: str, filename: str, onnx: Optional[int], io: Dict[str, Any]) -> None:
     """Writes `model.json` beside an exported model: the format, the model file and its
     kind, `io` (its inputs and outputs), the action distribution and the spaces."""
+    versions = software_versions()
     meta = {
         "format": MODEL_FORMAT,
         "format_version": FORMAT_VERSION,
+        "rlfleet_version": versions["rlfleet"],
+        "versions": versions,
         "file": filename,
         "kind": "torchscript" if onnx is None else "onnx",
         "onnx_opset": None if onnx is None else int(onnx),
@@ -153,12 +157,12 @@ def export_policy_weights(policy, export_dir: str, filename_prefix: str = "model
     weights = policy.get_weights()
     weights_file = f"{filename_prefix}.safetensors"
     record = write_file_atomic(os.path.join(export_dir, weights_file), safetensors_bytes(weights))
-    from rlfleet import __version__
-
+    versions = software_versions()
     meta = {
         "format": WEIGHTS_FORMAT,
         "format_version": FORMAT_VERSION,
-        "rlfleet_version": __version__,
+        "rlfleet_version": versions["rlfleet"],
+        "versions": versions,
         "policy_class": qualified_name(type(policy)),
         "files": {weights_file: record},
         "weights": weights_file,
