@@ -4,7 +4,7 @@ weights and filters.
 
 A part of `WorkerSet` (a base class of it, in its own module for size); it uses the set's
 state (`_remote`, `_remote_index`, `_ray`, `_placement_group`, ...) that `WorkerSet.__init__`
-sets up.
+sets up, and its `policy_changes()` and `kill_actors()`.
 """
 from __future__ import annotations
 
