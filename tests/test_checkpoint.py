@@ -581,7 +581,7 @@ def test_a_failing_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     earlier checkpoint intact and loadable, no partial files left; the trainer goes on."""
     import errno
 
-    import rlfleet.checkpoint as ck
+    import rlfleet.checkpoint.folder as ck
     from rlfleet.checkpoint import CheckpointSaveError
 
     t = make("PG", tmp_path, "t")

@@ -206,7 +206,7 @@ def test_evaluation_workers_sequential_and_parallel(ray_session, tmp_path):
 
 # --- remote envs -----------------------------------------------------------------
 def test_remote_worker_envs_match_local_envs(ray_session, tmp_path):
-    from rlfleet.env.remote_vector_env import RemoteVectorEnv
+    from rlfleet.rollout.remote_vector_env import RemoteVectorEnv
 
     remote = make(tmp_path=tmp_path, remote_worker_envs=True, horizon=30)
     local = make(tmp_path=tmp_path, horizon=30)

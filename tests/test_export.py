@@ -136,6 +136,19 @@ def test_export_model_writes_every_format(trained, tmp_path):
         t.export_model(["h5"], str(tmp_path))
 
 
+def test_export_metadata_records_the_versions_a_checkpoint_manifest_does(trained, tmp_path):
+    # One writer of "what wrote this" (utils/versions.py) for checkpoints and exports alike.
+    from rlfleet.utils.versions import software_versions
+
+    _, t, _ = trained
+    paths = t.export_model(["model", "checkpoint"], str(tmp_path))
+    manifest = json.loads(open(os.path.join(t.save(str(tmp_path / "ck")), "manifest.json")).read())
+    for meta_path in (str(tmp_path / "model" / "model.json"), paths["checkpoint"]):
+        meta = json.loads(open(meta_path).read())
+        assert meta["versions"] == manifest["versions"] == software_versions()
+        assert meta["rlfleet_version"] == manifest["rlfleet_version"]
+
+
 def test_h5_import_points_to_import_model(trained):
     _, t, _ = trained
     with pytest.raises(ValueError, match=r"no Keras.*import_model"):

@@ -3,6 +3,13 @@
 utils <- models, env, exploration <- policy <- rollout, replay, offline, config
 <- trainer, evaluation, checkpoint, ... <- algorithms <- tune, cli
 
+(DESIGN.md's layer line.) Two top-level modules sit on layer 0 beside utils: `registry.py`
+(algorithm names -> trainer classes, by module path string) and `callbacks.py`
+(DefaultCallbacks). Every layer uses them (the config names algorithms, workers and the
+trainer call callbacks), and they can be everyone's dependency because they import nothing
+of rlfleet at all (checked below). `fast/` (NumPy maths of the fused updates) sits on the
+models layer and imports only utils and itself.
+
 Every `import` / `from ... import` of an rlfleet module counts, at module level or inside
 a function (a deferred import is still a dependency). Imports by string (`importlib`, the
 algorithm registry) are how lower layers reach plugins without depending on them.
@@ -10,8 +17,9 @@ algorithm registry) are how lower layers reach plugins without depending on them
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "rlfleet"
@@ -19,15 +27,23 @@ PACKAGE = SRC / "rlfleet"
 # The first matching prefix decides a module's layer.
 LAYERS: List[Tuple[int, Tuple[str, ...]]] = [
     (0, ("rlfleet.utils", "rlfleet.registry", "rlfleet.callbacks")),
-    (1, ("rlfleet.models", "rlfleet.env", "rlfleet.exploration")),
+    (1, ("rlfleet.models", "rlfleet.fast", "rlfleet.env", "rlfleet.exploration")),
     (2, ("rlfleet.policy",)),
     (3, ("rlfleet.rollout", "rlfleet.replay", "rlfleet.offline", "rlfleet.config")),
-    (4, ("rlfleet.trainer", "rlfleet.evaluation", "rlfleet.checkpoint", "rlfleet.resources", "rlfleet.logger",
-         "rlfleet.progress", "rlfleet.plot",
-         "rlfleet.fault_tolerance", "rlfleet.acting")),
+    (4, ("rlfleet.trainer", "rlfleet.trainer_policies", "rlfleet.evaluation", "rlfleet.evaluate_checkpoint", "rlfleet.checkpoint",
+         "rlfleet.resources", "rlfleet.logger", "rlfleet.run_folder", "rlfleet.result_values",
+         "rlfleet.progress", "rlfleet.plot", "rlfleet.fault_tolerance", "rlfleet.acting")),
     (5, ("rlfleet.algorithms",)),
     (6, ("rlfleet.tune", "rlfleet.cli")),
 ]
+
+
+# Modules held to a narrower rule than their layer: the rlfleet modules they may import.
+ONLY_IMPORTS: Dict[str, Tuple[str, ...]] = {
+    "rlfleet.registry": (),
+    "rlfleet.callbacks": (),
+    "rlfleet.fast": ("rlfleet.utils", "rlfleet.fast"),
+}
 
 
 def layer_of(module: str) -> int:
@@ -90,3 +106,63 @@ def test_the_layer_scan_catches_upward_imports(tmp_path):
     found = dict(rlfleet_imports(fake, tmp_path))
     assert found == {1: "rlfleet.policy", 4: "rlfleet.trainer"}
     assert all(layer_of(t) > layer_of(module_name(fake, tmp_path)) for t in found.values())
+
+
+def _within(module: str, prefixes: Tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def narrow_rule_violations(root: Path = SRC) -> List[str]:
+    found: List[str] = []
+    for path in sorted((root / "rlfleet").rglob("*.py")):
+        mod = module_name(path, root)
+        for owner, allowed in ONLY_IMPORTS.items():
+            if _within(mod, (owner,)):
+                found += [f"{path.relative_to(root)}:{line}: {mod} imports {target}; it may import only "
+                          f"{list(allowed) or 'nothing of rlfleet'}"
+                          for line, target in rlfleet_imports(path, root) if not _within(target, allowed)]
+    return found
+
+
+def test_registry_and_callbacks_import_nothing_of_rlfleet_and_fast_only_utils():
+    violations = narrow_rule_violations()
+    assert not violations, "\n".join(violations)
+
+
+def test_the_narrow_rules_catch_an_import(tmp_path):
+    (tmp_path / "rlfleet" / "fast").mkdir(parents=True)
+    (tmp_path / "rlfleet" / "registry.py").write_text("from rlfleet.utils import seeding\n")
+    (tmp_path / "rlfleet" / "fast" / "ppo.py").write_text("from rlfleet.utils import seeding\nfrom . import gae\n"
+                                                         "def f():\n    import rlfleet.policy.torch_policy\n")
+    found = narrow_rule_violations(tmp_path)
+    assert len(found) == 2
+    registry = next(f for f in found if "registry.py" in f)
+    assert "rlfleet.registry imports rlfleet.utils" in registry and "nothing of rlfleet" in registry
+    assert any("rlfleet.fast.ppo imports rlfleet.policy.torch_policy" in f for f in found)
+
+
+# Ray is called by WorkerSet and the modules it owns in rollout/ (its actor pools, placement
+# group), by tune.py and by utils/ray_utils.py (which starts Ray); a module that must call it
+# elsewhere says why in its docstring and is listed here.
+RAY_MODULES = {
+    "rlfleet/rollout/worker_set.py", "rlfleet/rollout/worker_membership.py", "rlfleet/rollout/worker_requests.py",
+    "rlfleet/rollout/worker_calls.py", "rlfleet/rollout/placement.py", "rlfleet/rollout/remote_vector_env.py",
+    "rlfleet/tune.py", "rlfleet/utils/ray_utils.py",
+}
+
+
+def calls_ray(source: str) -> bool:
+    return bool(re.search(r"^\s*(import ray\b|from ray\b)|\b_?ray\.\w|\b(import_ray|init_ray)\b", source, re.M))
+
+
+def test_ray_is_called_only_by_the_worker_set_and_tune():
+    offenders = sorted(str(p.relative_to(SRC)) for p in PACKAGE.rglob("*.py")
+                       if calls_ray(p.read_text("utf-8")) and str(p.relative_to(SRC)) not in RAY_MODULES)
+    assert offenders == [], f"Ray is called outside WorkerSet / tune.py: {offenders}"
+
+
+def test_the_ray_scan_sees_each_way_of_calling_ray():
+    assert calls_ray("    from ray.util import placement_group\n")
+    assert calls_ray("x = self._ray.get(ref)\n")
+    assert calls_ray("ray = init_ray()\n")
+    assert not calls_ray("# an array.shape\nstray = 1\n")

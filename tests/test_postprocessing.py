@@ -134,6 +134,18 @@ def test_gae_needs_critic():
         compute_advantages(_batch([1.0], [0], [0.0]), np.zeros(1), 0.9, 1.0, use_gae=True, use_critic=False)
 
 
+@pytest.mark.parametrize("algo", ["PPO", "A2C", "A3C", "DDPPO"])
+def test_every_actor_critic_algorithm_checks_gae_needs_critic_alike(algo):
+    # One rule, one message: PPO, A2C, A3C and DD-PPO all call check_gae_needs_critic.
+    from rlfleet.registry import get_trainer_class
+
+    trainer_cls = get_trainer_class(algo)
+    config = dict(trainer_cls._default_config, use_gae=True, use_critic=False)
+    with pytest.raises(ValueError, match=r"^'use_gae': True needs 'use_critic': True \(GAE is built on the value "):
+        trainer_cls.validate_algorithm_config(None, config)
+    trainer_cls.validate_algorithm_config(None, dict(config, use_gae=False))
+
+
 def test_random_batches_match_reference():
     rng = np.random.default_rng(123)
     for _ in range(20):

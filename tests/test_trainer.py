@@ -385,13 +385,14 @@ def test_state_of_another_algorithm_or_shape_changes_nothing(make):
 
 
 def test_checkpoint_module_keeps_to_the_file_format():
-    """checkpoint.py goes through Trainer.get_state / set_state: it never reads a trainer's
+    """rlfleet/checkpoint/ goes through Trainer.get_state / set_state: it never reads a trainer's
     private fields nor probes objects with hasattr/getattr (tensors aside)."""
     import re
+    from pathlib import Path
 
     import rlfleet.checkpoint as checkpoint
 
-    source = open(checkpoint.__file__, encoding="utf-8").read()
+    source = "".join(p.read_text(encoding="utf-8") for p in sorted(Path(checkpoint.__file__).parent.glob("*.py")))
     assert not re.search(r"trainer\._\w", source)
     probes = [line for line in source.splitlines() if re.search(r"\b(hasattr|getattr)\(", line)]
     assert probes == ['        if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor']
@@ -402,8 +403,8 @@ def test_sampling_and_evaluation_calls_ray_only_in_the_worker_set():
     import re
 
     src = pathlib.Path(__file__).resolve().parents[1] / "src" / "rlfleet"
-    files = [src / "trainer.py", src / "evaluation.py", src / "checkpoint.py",
-             *sorted((src / "algorithms").rglob("*.py"))]
+    files = [src / "trainer.py", src / "trainer_policies.py", src / "evaluation.py", src / "evaluate_checkpoint.py",
+             *sorted((src / "checkpoint").rglob("*.py")), *sorted((src / "algorithms").rglob("*.py"))]
     offenders = [str(f.relative_to(src)) for f in files if re.search(r"\bray\.|import_ray", f.read_text("utf-8"))]
     assert offenders == []
 

@@ -35,15 +35,6 @@ class ResourceRequest:
                 total[name] = total.get(name, 0) + amount
         return total
 
-    def to_placement_group_factory(self):
-        """The same request as a Ray Tune `PlacementGroupFactory` (needs `ray[tune]`)."""
-        from rlfleet.utils.ray_utils import import_ray
-
-        import_ray()
-        from ray.tune import PlacementGroupFactory
-
-        return PlacementGroupFactory(self.bundles, strategy=self.strategy)
-
 
 def default_resource_request(default_config: dict, config: Optional[dict]) -> ResourceRequest:
     """The resources a trainer with `default_config` needs when given `config`.

@@ -3,8 +3,9 @@
 An algorithm subclasses `Trainer`, sets `_name`, `_default_config` and `_policy_class`,
 and writes `training_step()` as straight-line code (sample, learn, sync). Evaluation lives
 in evaluation.py, resource requests in resources.py, worker-failure handling in
-fault_tolerance.py, the checkpoint file format in checkpoint.py (it stores `get_state()`),
-acting on raw observations in acting.py; Ray is called only inside the WorkerSet.
+fault_tolerance.py, the checkpoint file format in checkpoint/ (it stores `get_state()`),
+acting on raw observations in acting.py (through trainer_policies.py); Ray is called only
+inside the WorkerSet.
 """
 from __future__ import annotations
 
@@ -16,12 +17,10 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from rlfleet import acting
 from rlfleet.config import (
     ALLOW_UNKNOWN_SUBKEYS,
     COMMON_CONFIG,
     ConfigKey,
-    DEFAULT_POLICY_ID,
     OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES,
     merge_configs,
     validate_config,
@@ -32,16 +31,16 @@ from rlfleet.env.wrappers.atari import with_atari_preprocessing
 from rlfleet.evaluation import Evaluator
 from rlfleet.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
 from rlfleet.logger import UnifiedLogger, make_logdir, sys_usage
-from rlfleet.policy.export import export_policy_formats
 from rlfleet.utils.seeding import derive_seed
 from rlfleet.resources import ResourceRequest, configure_driver, default_resource_request
 from rlfleet.rollout.metrics import EpisodeWindow, merge_perf, summarize_episodes
 from rlfleet.rollout.worker_set import WorkerSet
+from rlfleet.trainer_policies import TrainerPolicies
 
 logger = logging.getLogger(__name__)
 
 
-class Trainer:
+class Trainer(TrainerPolicies):
     """Coordinates sampling and learning for one algorithm.
 
     Args:
@@ -285,101 +284,10 @@ class Trainer:
         """
         return self.evaluator.evaluate(self)
 
-    # --- acting (see acting.py) ------------------------------------------------------
-    def compute_single_action(self, observation, state: Optional[List[Any]] = None, prev_action=None,
-                              prev_reward: Optional[float] = None, info: Optional[dict] = None,
-                              policy_id: str = DEFAULT_POLICY_ID, full_fetch: bool = False,
-                              explore: Optional[bool] = None, unsquash_actions: Optional[bool] = None,
-                              clip_actions: Optional[bool] = None):
-        """The action for one raw env observation (preprocessed and filtered as in sampling).
-
-        Returns:
-            The action; or `(action, state_out, extra_fetches)` when `state` is given or
-            `full_fetch` is True.
-        """
-        return acting.compute_single_action(
-            self.workers.local_worker(), observation, state, prev_action, prev_reward, info, policy_id=policy_id,
-            full_fetch=full_fetch, explore=explore, unsquash_actions=unsquash_actions, clip_actions=clip_actions)
-
-    def compute_action(self, *args, **kwargs):
-        """Deprecated name of `compute_single_action`."""
-        logger.warning("compute_action is deprecated; use compute_single_action")
-        return self.compute_single_action(*args, **kwargs)
-
-    def compute_actions(self, observations: Dict[Any, Any], state: Optional[Dict[Any, List[Any]]] = None,
-                        prev_action=None, prev_reward=None, info=None, policy_id: str = DEFAULT_POLICY_ID,
-                        full_fetch: bool = False, explore: Optional[bool] = None,
-                        normalize_actions: Optional[bool] = None, clip_actions: Optional[bool] = None):
-        """Actions for a dict `{key: raw observation}` in one batched forward pass.
-
-        Returns:
-            `{key: action}`; or `(actions, states, extra_fetches)` when `state` is given
-            or `full_fetch` is True.
-        """
-        return acting.compute_actions(
-            self.workers.local_worker(), self.config, observations, state, prev_action, prev_reward, info,
-            policy_id=policy_id, full_fetch=full_fetch, explore=explore, normalize_actions=normalize_actions,
-            clip_actions=clip_actions)
-
-    # --- policies and weights ------------------------------------------------------
-    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID):
-        return self.workers.local_worker().get_policy(policy_id)
-
-    def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
-        return self.workers.local_worker().get_weights(policies)
-
-    def set_weights(self, weights: Dict[str, dict]) -> None:
-        self.workers.local_worker().set_weights(weights)
-        self.workers.sync_weights()
-
-    def add_policy(self, policy_id: str, policy_cls: Optional[type] = None, *, observation_space=None,
-                   action_space=None, config: Optional[dict] = None, policy_mapping_fn: Optional[Callable] = None,
-                   policies_to_train: Optional[List[str]] = None):
-        """Adds a policy to every worker (evaluation workers included, and workers made
-        later) while training goes on.
-
-        Args:
-            policy_id: the new policy's id.
-            policy_cls: its Policy class (None: this trainer's default policy class).
-            observation_space: None: inferred from the env (an agent the mapping sends to it,
-                else the env's shared space).
-            action_space: likewise.
-            config: overrides merged over the trainer config for this policy.
-            policy_mapping_fn: the mapping from now on; episodes already running keep the
-                one they started with until they end.
-            policies_to_train: the new list of policies to train (None: unchanged, plus the
-                new policy when all policies train).
-
-        Returns:
-            The new policy (the local worker's copy). Remote copies get its weights.
-        """
-        change = dict(policy_id=policy_id, policy_cls=policy_cls, observation_space=observation_space,
-                      action_space=action_space, config=config, policy_mapping_fn=policy_mapping_fn,
-                      policies_to_train=policies_to_train)
-        self.workers.add_policy(**change)
-        self.evaluator.add_policy(**change)
-        if self.workers.remote_workers():  # copies on other workers start from the local weights
-            self.workers.sync_weights(policies=[policy_id])
-        return self.get_policy(policy_id)
-
-    def remove_policy(self, policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Optional[Callable] = None,
-                      policies_to_train: Optional[List[str]] = None) -> None:
-        """Removes a policy from every worker (evaluation workers included).
-
-        Args:
-            policy_id: the policy to remove.
-            policy_mapping_fn: the mapping from now on (episodes running keep theirs and
-                finish with the removed policy; its samples are dropped).
-            policies_to_train: the new list (None: the old one without `policy_id`).
-        """
-        change = dict(policy_id=policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
-        self.workers.remove_policy(**change)
-        self.evaluator.remove_policy(**change)
-
     def _global_vars(self) -> Dict[str, Any]:
         return {"timestep": self.counters["num_env_steps_sampled"]}
 
-    # --- state, checkpoints (format: checkpoint.py) and export (policy/export.py) -----
+    # --- state and checkpoints (format: checkpoint/) ------------------------------
     def get_state(self) -> Dict[str, Any]:
         """Everything a resume needs, as nested dicts of NumPy arrays and JSON scalars:
         `algorithm`, `iteration`, `counters`, `episodes_total`, `time_total_s`, `resume_seed`
@@ -471,33 +379,7 @@ class Trainer:
         # On the base class the checkpoint names the algorithm; on a subclass it must match.
         algorithm = None if cls._name == Trainer._name else cls._name
         return trainer_from_checkpoint(cls, algorithm, checkpoint_path, config_overrides, trusted_modules,
-                                       logdir=logdir, logger_creator=logger_creator)
-
-    def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID,
-                            onnx: Optional[int] = None) -> str:
-        """TorchScript (`model.pt`), or ONNX (`model.onnx`) with opset `onnx`, of the policy's
-        model: preprocessed, filtered observations -> action-distribution inputs (and values)."""
-        return self.get_policy(policy_id).export_model(export_dir, onnx)
-
-    def export_policy_checkpoint(self, export_dir: str, filename_prefix: str = "model",
-                                 policy_id: str = DEFAULT_POLICY_ID) -> str:
-        """The policy's weights alone (`<prefix>.safetensors` + `<prefix>.json`)."""
-        return self.get_policy(policy_id).export_checkpoint(export_dir, filename_prefix)
-
-    def import_model(self, import_file: str, policy_id: str = DEFAULT_POLICY_ID) -> None:
-        """Loads weights written by `export_policy_checkpoint` and pushes them to all workers."""
-        self.get_policy(policy_id).import_model(import_file)
-        self.workers.sync_weights()
-
-    def import_policy_model_from_h5(self, import_file: str, policy_id: str = DEFAULT_POLICY_ID) -> None:
-        """Not available: rlfleet has no Keras; use `import_model` with exported safetensors weights."""
-        self.get_policy(policy_id).import_model_from_h5(import_file)
-
-    def export_model(self, export_formats, export_dir: str) -> Dict[str, str]:
-        """Exports the default policy in each of `export_formats` ("model": TorchScript,
-        "onnx": ONNX with opset `$ONNX_OPSET` (default 11), "checkpoint": weights) into
-        `export_dir/<format>/`; returns `{format: path}`."""
-        return export_policy_formats(self.get_policy(), export_formats, export_dir)
+                                       trainer_base=Trainer, logdir=logdir, logger_creator=logger_creator)
 
     # --- lifecycle ---------------------------------------------------------------
     def stop(self) -> None:

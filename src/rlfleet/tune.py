@@ -13,7 +13,7 @@ In the reference the `Trainer` *is* a Tune `Trainable`; here it is standalone (s
 - `setup` builds the trainer in the trial's folder; `step` is one `train()`; `cleanup`
   stops it (its remote workers included); `reset_config` rebuilds it for actor reuse.
 - `save_checkpoint` writes rlfleet's own checkpoint format (JSON + safetensors, see
-  `rlfleet/checkpoint.py`) as `<Tune's checkpoint folder>/checkpoint_<iteration>/`;
+  `rlfleet/checkpoint/`) as `<Tune's checkpoint folder>/checkpoint_<iteration>/`;
   `load_checkpoint` verifies and restores it. No pickle is involved, and that inner folder
   also loads with `Trainer.from_checkpoint` and `rlfleet evaluate`.
 - `default_resource_request` is `Trainer.default_resource_request(config)` as a Tune
@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import os
 from typing import Any, Dict, Optional, Union
+
+from rlfleet.resources import ResourceRequest
 
 TUNE_INSTALL_HINT = "pip install 'rlfleet[tune]'"
 
@@ -98,6 +100,15 @@ def _trainer_class(algo: Union[str, type]) -> type:
                     f"got {algo!r}")
 
 
+def placement_group_factory(request: ResourceRequest) -> Any:
+    """`request` (a trainer's `default_resource_request`) as a Tune `PlacementGroupFactory`."""
+    from rlfleet.utils.ray_utils import import_ray
+
+    import_ray()  # Ray's own settings (loopback) before Tune imports it
+    tune = import_tune()
+    return tune.PlacementGroupFactory(request.bundles, strategy=request.strategy)
+
+
 def trainable(algo: Union[str, type]) -> type:
     """A Tune `Trainable` class running the trainer `algo`.
 
@@ -124,7 +135,7 @@ def trainable(algo: Union[str, type]) -> type:
 
         @classmethod
         def default_resource_request(cls, config: Dict[str, Any]):
-            return cls._trainer_class.default_resource_request(config).to_placement_group_factory()
+            return placement_group_factory(cls._trainer_class.default_resource_request(config))
 
         def setup(self, config: Dict[str, Any]) -> None:
             for name, creator in self._registered_envs.items():

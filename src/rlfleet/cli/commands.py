@@ -20,7 +20,7 @@ def _headless_rendering() -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from rlfleet.evaluation import evaluate_checkpoint
+    from rlfleet.evaluate_checkpoint import evaluate_checkpoint
 
     if args.episodes < 1:
         raise UsageError(f"argument --episodes: must be >= 1, got {args.episodes}")

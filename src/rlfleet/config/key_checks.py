@@ -107,7 +107,7 @@ def clip_rewards(v: Any) -> Any:
 
 
 def batch_wait_ms(v: Any) -> Any:
-    # The sampler steps its sub-envs in lockstep (see env/remote_vector_env.py), so a wait
+    # The sampler steps its sub-envs in lockstep (see rollout/remote_vector_env.py), so a wait
     # that lets a step go on with only the sub-envs that answered cannot be honoured.
     if not is_num(v) or v != 0:
         raise InvalidValue("0: remote sub-envs step in lockstep (every step waits for all of them, which "

@@ -56,9 +56,10 @@ import numpy as np
 
 from rlfleet.env.env_context import EnvContext
 from rlfleet.env.episode_rules import EpisodeRules
-from rlfleet.env.registry import ENVPOOL_PREFIX
 from rlfleet.env.vector_env import VectorStep
 
+# `env="envpool:<task id>"` names an EnvPool task (resolved by `rlfleet.env.registry`).
+ENVPOOL_PREFIX = "envpool:"
 MIN_VERSION = (1, 2)
 INSTALL_HINT = 'pip install "envpool>=1.2"  (Python >= 3.11)'
 

@@ -183,17 +183,6 @@ def is_pettingzoo_env(env: Any) -> bool:
     return any(c.__module__.split(".")[0] == "pettingzoo" for c in type(env).__mro__)
 
 
-def as_multi_agent(env: Any) -> MultiAgentEnv:
-    """`env` as a MultiAgentEnv: unchanged, PettingZoo envs wrapped, Gymnasium envs as one agent."""
-    if isinstance(env, MultiAgentEnv):
-        return env
-    if is_pettingzoo_env(env):
-        from rlfleet.env.pettingzoo import wrap_pettingzoo
-
-        return wrap_pettingzoo(env)
-    return SingleAgentAsMultiAgent(env)
-
-
 class MultiAgentVectorEnv:
     """The `num_envs_per_worker` MultiAgentEnvs of one worker (the multi-agent sampler's
     `base_env`, handed to callbacks and `observation_fn`).

@@ -24,8 +24,8 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from rlfleet.env.env_context import EnvContext
+from rlfleet.env.envpool_env import ENVPOOL_PREFIX
 
-ENVPOOL_PREFIX = "envpool:"
 
 logger = logging.getLogger(__name__)
 

@@ -32,8 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlfleet.models.recurrent import ActionEncoder
-from rlfleet.models.fcnet import normc_init_
-from rlfleet.models.torch_model import TorchModel
+from rlfleet.models.sequence_wrapper import SequenceModelWrapper
 
 
 class GRUGate(nn.Module):
@@ -144,7 +143,7 @@ class GTrXL(nn.Module):
         return h, new_memories
 
 
-class AttentionWrapper(TorchModel):
+class AttentionWrapper(SequenceModelWrapper):
     """A GTrXL over a base model's features, with logits and value heads on its output.
 
     Args:
@@ -174,22 +173,10 @@ class AttentionWrapper(TorchModel):
             self.value_base, self.value_gtrxl = None, None
         else:
             self.value_base, self.value_gtrxl = self._branch(base_class, base_kwargs, f"{name}_value_base")
-        self.free_log_std = bool(cfg.get("free_log_std", False))
-        if self.free_log_std:
-            if num_outputs % 2:
-                raise ValueError(f"free_log_std needs an even num_outputs, got {num_outputs}")
-            num_outputs //= 2
-            self.log_std = nn.Parameter(torch.zeros(num_outputs))
-        self.logits = normc_init_(nn.Linear(self.dim, num_outputs), 0.01)
-        self.value_head = normc_init_(nn.Linear(self.dim, 1), 0.01)
-        self._features: Optional[torch.Tensor] = None
-        self._value_features: Optional[torch.Tensor] = None
+        self.make_heads(num_outputs, self.dim)
 
     def _branch(self, base_class: type, base_kwargs: Optional[dict], name: str):
-        base_config = dict(self.model_config, vf_share_layers=True, free_log_std=False, no_final_linear=False)
-        base = base_class(self.obs_space, self.action_space, None, base_config, name, **(base_kwargs or {}))
-        if isinstance(getattr(base, "value_head", None), nn.Module):
-            base.value_head = None
+        base = self.feature_base(base_class, base_kwargs, name)
         in_size = (int(base.num_outputs) + self.n_prev_actions * (self.action_encoder.size if self.action_encoder
                                                                   else 0) + self.n_prev_rewards)
         cfg = self.model_config
@@ -237,10 +224,7 @@ class AttentionWrapper(TorchModel):
         return parts, new_state
 
     def forward(self, input_dict, state, seq_lens):
-        n = input_dict["obs"].shape[0]
-        b = n if seq_lens is None else int(seq_lens.shape[0])
-        if b == 0 or n % b:
-            raise ValueError(f"AttentionWrapper: {n} rows cannot be {b} equally padded sequences")
+        n, b = self.num_sequences(input_dict, seq_lens)
         initial = self.get_initial_state()
         if not state:
             state = [s.expand(b, *s.shape) for s in initial]
@@ -255,10 +239,7 @@ class AttentionWrapper(TorchModel):
             self._value_features, value_memories = self._run(self.value_base, self.value_gtrxl, input_dict,
                                                              history, state[k:2 * k], b, window)
             state_out += value_memories
-        logits = self.logits(self._features)
-        if self.free_log_std:
-            logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
-        return logits, state_out + history_state
+        return self.logits_out(), state_out + history_state
 
     def _run(self, base, gtrxl, input_dict, history, memories, b: int, window: int):
         feats, _ = base(input_dict, [], None)
@@ -266,10 +247,6 @@ class AttentionWrapper(TorchModel):
         x = torch.cat([feats] + history, dim=-1) if history else feats
         out, new_memories = gtrxl(x.reshape(b, n // b, -1), memories, window)
         return out.reshape(n, self.dim), new_memories
-
-    def value_function(self):
-        feats = self._features if self.value_gtrxl is None else self._value_features
-        return self.value_head(feats).squeeze(-1)
 
 
 __all__ = ["AttentionWrapper", "GTrXL", "GTrXLBlock", "GRUGate", "RelativeMultiHeadAttention"]

@@ -24,8 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlfleet.models.fcnet import normc_init_
-from rlfleet.models.torch_model import TorchModel
+from rlfleet.models.sequence_wrapper import SequenceModelWrapper
 from rlfleet.utils.spaces import flat_action_size, leaf_spaces
 
 
@@ -62,7 +61,7 @@ class ActionEncoder(nn.Module):
         return torch.cat(out, dim=-1)
 
 
-class LSTMWrapper(TorchModel):
+class LSTMWrapper(SequenceModelWrapper):
     """An LSTM over a base model's features, with logits and value heads on its output.
 
     With `vf_share_layers: False` (PPO's default) the value function has its own base and
@@ -95,24 +94,11 @@ class LSTMWrapper(TorchModel):
             self.value_base, self.value_lstm = None, None
         else:
             self.value_base, self.value_lstm = self._branch(base_class, base_kwargs, f"{name}_value_base")
-        self.free_log_std = bool(model_config.get("free_log_std", False))
-        if self.free_log_std:
-            if num_outputs % 2:
-                raise ValueError(f"free_log_std needs an even num_outputs, got {num_outputs}")
-            num_outputs //= 2
-            self.log_std = nn.Parameter(torch.zeros(num_outputs))
-        self.logits = normc_init_(nn.Linear(self.cell_size, num_outputs), 0.01)
-        self.value_head = normc_init_(nn.Linear(self.cell_size, 1), 0.01)
-        self._features: Optional[torch.Tensor] = None
-        self._value_features: Optional[torch.Tensor] = None
+        self.make_heads(num_outputs, self.cell_size)
 
     def _branch(self, base_class: type, base_kwargs: Optional[dict], name: str):
         """A feature model and the LSTM on its features (plus the previous action / reward)."""
-        # The base only makes features: its own value head would never be used.
-        base_config = dict(self.model_config, vf_share_layers=True, free_log_std=False, no_final_linear=False)
-        base = base_class(self.obs_space, self.action_space, None, base_config, name, **(base_kwargs or {}))
-        if isinstance(getattr(base, "value_head", None), nn.Module):
-            base.value_head = None
+        base = self.feature_base(base_class, base_kwargs, name)
         in_size = (int(base.num_outputs) + (self.action_encoder.size if self.use_prev_action else 0)
                    + int(self.use_prev_reward))
         return base, nn.LSTM(in_size, self.cell_size, batch_first=not self.time_major)
@@ -140,10 +126,7 @@ class LSTMWrapper(TorchModel):
         return out.reshape(n, self.cell_size), h[0], c[0]
 
     def forward(self, input_dict, state, seq_lens):
-        n = input_dict["obs"].shape[0]
-        b = n if seq_lens is None else int(seq_lens.shape[0])
-        if b == 0 or n % b:
-            raise ValueError(f"LSTMWrapper: {n} rows cannot be {b} equally padded sequences")
+        n, b = self.num_sequences(input_dict, seq_lens)
         if not state:
             state = [s.expand(b, -1) for s in self.get_initial_state()]
         expected = len(self.get_initial_state())
@@ -156,14 +139,7 @@ class LSTMWrapper(TorchModel):
             self._value_features, hv, cv = self._run(self.value_base, self.value_lstm, input_dict,
                                                      state[2], state[3], b)
             state_out += [hv, cv]
-        logits = self.logits(self._features)
-        if self.free_log_std:
-            logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
-        return logits, state_out
-
-    def value_function(self):
-        feats = self._features if self.value_lstm is None else self._value_features
-        return self.value_head(feats).squeeze(-1)
+        return self.logits_out(), state_out
 
 
 __all__ = ["LSTMWrapper", "ActionEncoder"]

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.rollout.metrics import OffPolicyEstimate
+from rlfleet.offline.off_policy_estimate import OffPolicyEstimate
 
 SB = SampleBatch
 ESTIMATORS = ("is", "wis")

@@ -1,7 +1,18 @@
-"""IOContext: what an input reader or output writer creator is given."""
+"""IOContext: what an input reader or output writer creator is given; `SamplerInput`, the
+worker's own env sampler as a reader."""
 from __future__ import annotations
 
 from typing import Any, Optional
+
+
+class SamplerInput:
+    """The env sampler as a reader: `next()` samples one batch."""
+
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    def next(self) -> Any:
+        return self.sampler.sample()
 
 
 class IOContext:
@@ -34,6 +45,4 @@ class IOContext:
 
     def default_sampler_input(self):
         """The worker's env sampler as a reader (`next()` samples one batch)."""
-        from rlfleet.offline.readers import SamplerInput
-
         return SamplerInput(self.worker.sampler.env_sampler())

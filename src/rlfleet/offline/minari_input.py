@@ -16,7 +16,7 @@ import numpy as np
 
 from rlfleet.offline.io_context import IOContext
 from rlfleet.offline.json_format import OfflineDataError
-from rlfleet.offline.readers import prepare_batch
+from rlfleet.offline.batch_checks import prepare_batch
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.utils.seeding import derive_seed
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from rlfleet.utils.safe_files import (
     safetensors_bytes,
     write_file_atomic,
 )
+from rlfleet.utils.versions import software_versions
 
 WEIGHTS_FORMAT = "rlfleet-policy-weights"
 MODEL_FORMAT = "rlfleet-exported-model"
@@ -99,41 +100,54 @@ def export_policy_model(policy, export_dir: str, onnx: Optional[int] = None) -> 
 def _export(policy, export_dir: str, onnx: Optional[int]) -> str:
     wrapper, example = _wrap(policy)
     outputs = ["dist_inputs", "value"] if wrapper.with_value else ["dist_inputs"]
+    filename = _save_traced(wrapper, (example,), export_dir, onnx, ["obs"], outputs)
+    _write_model_meta(policy, export_dir, filename, onnx, {
+        "inputs": {"obs": {"shape": [None, *map(int, policy.observation_space.shape)], "dtype": "float32",
+                           "meaning": "preprocessed, filtered observations"}},
+        "outputs": outputs,
+    })
+    return filename
+
+
+def _save_traced(wrapper: torch.nn.Module, examples: tuple, export_dir: str, onnx: Optional[int],
+                 inputs: List[str], outputs: List[str]) -> str:
+    """Traces `wrapper` on `examples` into `export_dir/model.pt` (TorchScript) or, with an
+    opset `onnx`, `model.onnx` (batch dimension dynamic); returns the file name."""
+    filename = "model.pt" if onnx is None else "model.onnx"
+    tmp = os.path.join(export_dir, f".{filename}.tmp-{os.getpid()}")
     with warnings.catch_warnings():
         # torch 2.9+ marks TorchScript and the TorchScript-based ONNX exporter deprecated;
         # both still work and need no extra packages (the dynamo exporter needs onnxscript).
         warnings.simplefilter("ignore", DeprecationWarning)
         with torch.no_grad():
             if onnx is None:
-                filename = "model.pt"
-                traced = torch.jit.trace(wrapper, (example,), check_trace=False)
-                tmp = os.path.join(export_dir, f".{filename}.tmp-{os.getpid()}")
-                torch.jit.save(traced, tmp)
-                os.replace(tmp, os.path.join(export_dir, filename))
+                torch.jit.save(torch.jit.trace(wrapper, examples, check_trace=False), tmp)
             else:
-                filename = "model.onnx"
-                tmp = os.path.join(export_dir, f".{filename}.tmp-{os.getpid()}")
-                torch.onnx.export(
-                    wrapper, (example,), tmp, opset_version=int(onnx), dynamo=False,
-                    input_names=["obs"], output_names=outputs,
-                    dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]},
-                )
-                os.replace(tmp, os.path.join(export_dir, filename))
+                torch.onnx.export(wrapper, examples, tmp, opset_version=int(onnx), dynamo=False,
+                                  input_names=inputs, output_names=outputs,
+                                  dynamic_axes={name: {0: "batch"} for name in inputs + outputs})
+    os.replace(tmp, os.path.join(export_dir, filename))
+    return filename
+
+
+def _write_model_meta(policy, export_dir: str, filename: str, onnx: Optional[int], io: Dict[str, Any]) -> None:
+    """Writes `model.json` beside an exported model: the format, the model file and its
+    kind, `io` (its inputs and outputs), the action distribution and the spaces."""
+    versions = software_versions()
     meta = {
         "format": MODEL_FORMAT,
         "format_version": FORMAT_VERSION,
+        "rlfleet_version": versions["rlfleet"],
+        "versions": versions,
         "file": filename,
         "kind": "torchscript" if onnx is None else "onnx",
         "onnx_opset": None if onnx is None else int(onnx),
-        "inputs": {"obs": {"shape": [None, *map(int, policy.observation_space.shape)], "dtype": "float32",
-                           "meaning": "preprocessed, filtered observations"}},
-        "outputs": outputs,
+        **io,
         "action_dist": _dist_name(policy),
         "observation_space": _space(policy.observation_space),
         "action_space": _space(policy.action_space),
     }
     write_file_atomic(os.path.join(export_dir, "model.json"), json_bytes(meta))
-    return filename
 
 
 def export_policy_weights(policy, export_dir: str, filename_prefix: str = "model") -> str:
@@ -143,12 +157,12 @@ def export_policy_weights(policy, export_dir: str, filename_prefix: str = "model
     weights = policy.get_weights()
     weights_file = f"{filename_prefix}.safetensors"
     record = write_file_atomic(os.path.join(export_dir, weights_file), safetensors_bytes(weights))
-    from rlfleet import __version__
-
+    versions = software_versions()
     meta = {
         "format": WEIGHTS_FORMAT,
         "format_version": FORMAT_VERSION,
-        "rlfleet_version": __version__,
+        "rlfleet_version": versions["rlfleet"],
+        "versions": versions,
         "policy_class": qualified_name(type(policy)),
         "files": {weights_file: record},
         "weights": weights_file,
@@ -289,35 +303,15 @@ def export_recurrent_policy_model(policy, export_dir: str, onnx: Optional[int] =
         states_out = [f"state_out_{k}" for k in range(len(init))]
         inputs = ["obs", *prev, *states_in]
         outputs = ["dist_inputs", *(["value"] if with_value else []), *states_out]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            with torch.no_grad():
-                filename = "model.pt" if onnx is None else "model.onnx"
-                tmp = os.path.join(export_dir, f".{filename}.tmp-{os.getpid()}")
-                if onnx is None:
-                    torch.jit.save(torch.jit.trace(wrapper, tuple(examples), check_trace=False), tmp)
-                else:
-                    torch.onnx.export(wrapper, tuple(examples), tmp, opset_version=int(onnx), dynamo=False,
-                                      input_names=inputs, output_names=outputs,
-                                      dynamic_axes={name: {0: "batch"} for name in inputs + outputs})
-                os.replace(tmp, os.path.join(export_dir, filename))
+        filename = _save_traced(wrapper, tuple(examples), export_dir, onnx, inputs, outputs)
     finally:
         model.train(was_training)
-    meta = {
-        "format": MODEL_FORMAT,
-        "format_version": FORMAT_VERSION,
-        "file": filename,
-        "kind": "torchscript" if onnx is None else "onnx",
-        "onnx_opset": None if onnx is None else int(onnx),
+    _write_model_meta(policy, export_dir, filename, onnx, {
         "recurrent": True,
         "inputs": {name: {"shape": [None, *map(int, ex.shape[1:])], "dtype": str(ex.dtype).replace("torch.", "")}
                    for name, ex in zip(inputs, examples)},
         "outputs": outputs,
         "initial_state": [list(map(int, s.shape)) for s in init],
         "meaning": "one step per row; feed state_out_k back as state_in_k, zeros at an episode start",
-        "action_dist": _dist_name(policy),
-        "observation_space": _space(policy.observation_space),
-        "action_space": _space(policy.action_space),
-    }
-    write_file_atomic(os.path.join(export_dir, "model.json"), json_bytes(meta))
+    })
     return os.path.join(export_dir, filename)

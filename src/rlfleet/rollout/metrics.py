@@ -2,20 +2,13 @@
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Dict, Iterable, List, NamedTuple, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
+from rlfleet.offline.off_policy_estimate import OffPolicyEstimate
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.rollout.episode import RolloutMetrics
-
-
-class OffPolicyEstimate(NamedTuple):
-    """One episode's off-policy estimate (rlfleet.offline.estimators), reported by a
-    worker's `get_metrics()` beside its finished episodes."""
-
-    estimator_name: str
-    metrics: Dict[str, float]
 
 
 def summarize_estimates(estimates: Sequence[OffPolicyEstimate]) -> Dict[str, Dict[str, float]]:

@@ -14,6 +14,9 @@ No bundle is reserved for the trainer's own process here: it is running already.
 A replacement of a failed worker takes its predecessor's bundle once Ray has rescheduled
 it (a bundle of a node that died moves to another node that has room, as the strategy
 allows); when that does not happen within 10 s, the replacement starts outside the group.
+
+Owned by `WorkerSet` (the only caller): Ray is called only there, in the modules it owns
+here in rollout/, and in tune.py.
 """
 from __future__ import annotations
 

@@ -43,6 +43,17 @@ def segmented_discounted_cumsum(x: np.ndarray, discount: float, ends: np.ndarray
     return padded[seg, pos].astype(np.float32)
 
 
+_GAE_NEEDS_CRITIC = "GAE is built on the value function"
+
+
+def check_gae_needs_critic(config: dict) -> None:
+    """The config rule of every algorithm with `use_gae` and `use_critic` keys (PPO, A2C,
+    A3C, DD-PPO): GAE needs the critic."""
+    if config["use_gae"] and not config["use_critic"]:
+        raise ValueError(f"'use_gae': True needs 'use_critic': True ({_GAE_NEEDS_CRITIC}); set 'use_gae': False "
+                         "for discounted returns without a critic")
+
+
 def compute_advantages(
     batch: SampleBatch,
     bootstrap: np.ndarray,
@@ -67,7 +78,7 @@ def compute_advantages(
     ends = trajectory_ends(batch[SB.EPS_ID])
     if use_gae:
         if not use_critic:
-            raise ValueError("use_gae=True needs use_critic=True (GAE is built on the value function)")
+            raise ValueError(f"use_gae=True needs use_critic=True ({_GAE_NEEDS_CRITIC})")
         vf = batch[SB.VF_PREDS].astype(np.float64)
         next_v = np.empty_like(vf)
         next_v[:-1] = vf[1:]

@@ -2,7 +2,7 @@
 
 The same class runs in the trainer's process (the local worker, index 0) and, in the
 distributed setting, wrapped as a Ray actor. It always holds a `PolicyMap` (one policy is a
-map of one) and one sampler chosen by `make_sampler`: the vectorised fast path for one
+map of one) and one sampler chosen by `sampler_choice.make_sampler`: the vectorised fast path for one
 policy on a single-agent env, the general multi-agent path otherwise.
 """
 from __future__ import annotations
@@ -14,85 +14,33 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import gymnasium as gym
 
+from rlfleet.env.as_multi_agent import as_multi_agent
 from rlfleet.env.env_context import EnvContext
 from rlfleet.env.envpool_env import check_worker_config as check_envpool_config
 from rlfleet.env.envpool_env import envpool_threads, find_envpool_creator
 from rlfleet.env.episode_rules import EpisodeRules
-from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv, as_multi_agent
+from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv
 from rlfleet.env.vector_env import VectorEnv
-from rlfleet.env.wrappers.atari import with_atari_preprocessing
+from rlfleet.env.wrappers.atari import is_atari, with_atari_preprocessing
 from rlfleet.env.wrappers.video import with_video
 from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.offline.io_context import IOContext
-from rlfleet.offline.offline_sampler import OfflineSampler, wants_offline_input
 from rlfleet.offline.writer import make_output_writer
 from rlfleet.policy.policy_map import PolicyMap
 from rlfleet.policy.policy_spec import PolicySpec
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
-from rlfleet.utils.seeding import derive_seed
 from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
-from rlfleet.rollout.fake_sampler import FakeSampler, custom_sampler
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces, wants_multi_agent
-from rlfleet.rollout.sampler import SingleAgentSampler
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
+from rlfleet.rollout.sampler_choice import make_sampler
 from rlfleet.utils.deep_update import merge_dicts
+from rlfleet.utils.seeding import derive_seed
 from rlfleet.utils.filters import get_filter
 from rlfleet.utils.safe_files import check_weights_fit
 
 logger = logging.getLogger(__name__)
-
-
-def _is_atari(env) -> bool:
-    if not isinstance(env, gym.Env):
-        return False
-    spec = env.spec
-    env_id = (spec.id if spec is not None else "") or ""
-    return env_id.startswith("ALE/") or "NoFrameskip" in env_id or type(env.unwrapped).__name__ == "AtariEnv"
-
-
-def make_sampler(worker: "RolloutWorker", settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
-    """The sampler for `worker`'s env and policies (None when it has no env).
-
-    The fast path (`SingleAgentSampler`) when the env is a single-agent vector env and the
-    worker has one policy; the general path (`MultiAgentSampler`) otherwise.
-
-    Args:
-        acting_policy: the fast path's acting policy when it is not the worker's own
-            (`sample_async` acts with a copy).
-    """
-    collector = worker.config.get("sample_collector")
-    if collector is not None:
-        sampler = custom_sampler(collector, worker, settings)
-    elif wants_offline_input(worker.config):
-        # Offline input: a reader is the sampler; the env sampler is made when needed.
-        sampler = OfflineSampler(worker=worker, settings=settings, log_dir=worker.log_dir,
-                                 make_env_sampler=lambda: _env_sampler(worker, settings))
-    else:
-        sampler = _env_sampler(worker, settings, acting_policy)
-    if worker.config.get("fake_sampler") and sampler is not None:
-        # Learner benchmarks: the first batch, re-served forever (rollout/fake_sampler.py).
-        sampler = FakeSampler(sampler)
-    return sampler
-
-
-def _env_sampler(worker: "RolloutWorker", settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
-    env = worker.env
-    if env is None:
-        return None
-    if isinstance(env, MultiAgentVectorEnv):
-        recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
-        if recurrent:
-            raise ValueError(f"Policy {recurrent[0]!r} is recurrent; the multi-agent sampler does not run "
-                             "recurrent policies yet (use one policy on a single-agent env, or no use_lstm)")
-        return MultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks, settings=settings)
-    (pid,) = list(worker.policy_map)
-    return SingleAgentSampler(
-        worker=worker, vector_env=env, policy=acting_policy or worker.policy_map[pid],
-        preprocessor=worker.preprocessors[pid], obs_filter=worker.filters[pid], callbacks=worker.callbacks,
-        settings=settings,
-    )
 
 
 class RolloutWorker:
@@ -204,7 +152,7 @@ class RolloutWorker:
             if wants_multi_agent(None, config):
                 raise ValueError("'remote_worker_envs': True is not available with multi-agent envs or policies "
                                  "yet; use False")
-            from rlfleet.env.remote_vector_env import RemoteVectorEnv
+            from rlfleet.rollout.remote_vector_env import RemoteVectorEnv
 
             contexts = [self.env_context.copy_with_overrides(vector_index=i, remote=True) for i in range(num_envs)]
             env = RemoteVectorEnv(env_creator, contexts, rules=rules, seeds=seeds,
@@ -212,7 +160,7 @@ class RolloutWorker:
             self._is_atari = env.is_atari
             return env
         envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
-        self._is_atari = _is_atari(envs[0])
+        self._is_atari = isinstance(envs[0], gym.Env) and is_atari(envs[0])
         if wants_multi_agent(envs[0], config):
             return MultiAgentVectorEnv([as_multi_agent(e) for e in envs], seeds=seeds)
         return VectorEnv(envs, rules=rules, seeds=seeds)

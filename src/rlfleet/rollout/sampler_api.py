@@ -1,6 +1,6 @@
 """What every sampler offers (`Sampler`), and the per-run settings it reads once (`SamplerSettings`).
 
-A RolloutWorker holds one sampler, chosen by `rollout_worker.make_sampler`: the vectorised
+A RolloutWorker holds one sampler, chosen by `sampler_choice.make_sampler`: the vectorised
 fast path (`sampler.SingleAgentSampler`: one policy, a single-agent env) or the general path
 (`multi_agent_sampler.MultiAgentSampler`: policy mapping, per-agent trajectories). Offline
 readers and fake samplers implement the same protocol.

@@ -8,6 +8,7 @@ from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
 from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
 from rlfleet.config import (ConfigKey, algorithm_config, int_at_least, number_above, number_in, one_of, optional,
                             override, schedule)
+from rlfleet.rollout.postprocessing import check_gae_needs_critic
 from rlfleet.trainer import Trainer
 
 K = ConfigKey
@@ -62,8 +63,7 @@ class A2CTrainer(Trainer):
     _policy_class = A2CTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
-        if config["use_gae"] and not config["use_critic"]:
-            raise ValueError("'use_gae': True needs 'use_critic': True (GAE is built on the value function)")
+        check_gae_needs_critic(config)
         mb = config["microbatch_size"]
         if mb is not None and mb > config["train_batch_size"]:
             raise ValueError(f"'microbatch_size': {mb} must be <= 'train_batch_size' ({config['train_batch_size']}) "

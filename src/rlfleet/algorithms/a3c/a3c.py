@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Tuple
 from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS
 from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
 from rlfleet.config import ConfigKey, algorithm_config, int_at_least, override
+from rlfleet.rollout.postprocessing import check_gae_needs_critic
 from rlfleet.trainer import Trainer
 
 K = ConfigKey
@@ -51,8 +52,7 @@ class A3CTrainer(Trainer):
     _policy_class = A2CTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
-        if config["use_gae"] and not config["use_critic"]:
-            raise ValueError("'use_gae': True needs 'use_critic': True (GAE is built on the value function)")
+        check_gae_needs_critic(config)
 
     def training_step(self) -> Dict[str, Any]:
         learner_info: Dict[str, Any] = {}

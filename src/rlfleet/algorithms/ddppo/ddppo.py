@@ -14,6 +14,7 @@ from rlfleet.algorithms.ddppo.ddppo_policy import (DDPPOTorchPolicy, free_loopba
                                                    leave_process_group, sample_and_learn)
 from rlfleet.algorithms.ppo.ppo import ALGO_KEYS as PPO_KEYS, PPOTrainer
 from rlfleet.config import ConfigKey, algorithm_config, boolean, number_above, number_in, one_of, with_defaults
+from rlfleet.rollout.postprocessing import check_gae_needs_critic
 
 K = ConfigKey
 
@@ -97,8 +98,7 @@ class DDPPOTrainer(PPOTrainer):
             if config.get(key):
                 raise ValueError(f"'{key}': True is not supported by DD-PPO (a process group cannot lose or "
                                  f"replace a member); set it False")
-        if config["use_gae"] and not config["use_critic"]:
-            raise ValueError("'use_gae': True needs 'use_critic': True (GAE is built on the value function)")
+        check_gae_needs_critic(config)
 
     def setup(self, config: dict) -> None:
         backend = config["torch_distributed_backend"]

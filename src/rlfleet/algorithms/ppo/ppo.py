@@ -8,7 +8,7 @@ from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
 from rlfleet.config import (ConfigKey, algorithm_config, boolean, int_at_least, number_above,
                             number_in, optional, override, schedule)
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.rollout.postprocessing import standardized
+from rlfleet.rollout.postprocessing import check_gae_needs_critic, standardized
 from rlfleet.trainer import Trainer
 
 K = ConfigKey
@@ -62,8 +62,7 @@ class PPOTrainer(Trainer):
                 f"'sgd_minibatch_size': {config['sgd_minibatch_size']} must be <= 'train_batch_size' "
                 f"({config['train_batch_size']})"
             )
-        if config["use_gae"] and not config["use_critic"]:
-            raise ValueError("'use_gae': True needs 'use_critic': True (GAE is built on the value function)")
+        check_gae_needs_critic(config)
 
     def training_step(self) -> Dict[str, Any]:
         # === sample (one SampleBatch per policy) ===

@@ -28,12 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-
-def is_atari(env: gym.Env) -> bool:
-    """An ALE env (by id, or by its unwrapped class)."""
-    spec = getattr(env, "spec", None)
-    env_id = getattr(spec, "id", "") or ""
-    return env_id.startswith("ALE/") or "NoFrameskip" in env_id or type(env.unwrapped).__name__ == "AtariEnv"
+from rlfleet.env.atari_detection import is_atari
 
 
 def _lives(env: gym.Env) -> int:

@@ -1,6 +1,6 @@
 """OfflineSampler: a worker's `Sampler` when `input` is not "sampler".
 
-`sample()` returns the next batch of the input reader (readers.py), postprocessed by the
+`sample()` returns the next batch of the input reader (`rlfleet.offline.readers`), postprocessed by the
 policies when `postprocess_inputs`, after the `input_evaluation` estimators have seen it.
 The worker's env sampler (made on first need) serves `"sampler"` sources of a mixture,
 `"simulation"` (it runs one fragment in the env beside each offline batch, for episode
@@ -13,10 +13,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 from rlfleet.offline.estimators import make_estimators
 from rlfleet.offline.io_context import IOContext
+from rlfleet.offline.off_policy_estimate import OffPolicyEstimate
 from rlfleet.offline.readers import ShuffledInput, make_input_reader
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
-from rlfleet.rollout.metrics import OffPolicyEstimate
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.utils.seeding import derive_seed
 

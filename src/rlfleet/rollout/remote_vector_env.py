@@ -1,5 +1,9 @@
 """RemoteVectorEnv: a worker's sub-envs, each in its own Ray actor (`remote_worker_envs`).
 
+An actor pool of the rollout layer, beside `WorkerSet` (Ray is called only there, in the
+modules it owns here in rollout/, and in tune.py); the RolloutWorker builds it in place of
+its local `VectorEnv`.
+
 Each actor holds a one-env `VectorEnv`, so horizon, soft horizon, auto-reset and the
 terminated/truncated mapping are exactly those of the local `VectorEnv`, and a seeded run
 gives the same samples with or without `remote_worker_envs`.
@@ -20,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from rlfleet.env.atari_detection import is_atari
 from rlfleet.env.checks import EnvError
 from rlfleet.env.env_context import EnvContext
 from rlfleet.env.episode_rules import EpisodeRules
@@ -42,11 +47,7 @@ class _EnvActor:
             raise type(e)(e.what, **dict(e.context(), sub_env_index=self.index)) from e.__cause__
 
     def spaces(self):
-        env = self.venv.envs[0]
-        spec = getattr(env, "spec", None)
-        env_id = getattr(spec, "id", "") or ""
-        atari = env_id.startswith("ALE/") or "NoFrameskip" in env_id or type(env.unwrapped).__name__ == "AtariEnv"
-        return self.venv.observation_space, self.venv.action_space, atari
+        return self.venv.observation_space, self.venv.action_space, is_atari(self.venv.envs[0])
 
     def reset_all(self):
         return self._located(self.venv.reset_all)[0]

@@ -1,0 +1,63 @@
+"""Which sampler a RolloutWorker samples with (`make_sampler`): a custom `sample_collector`,
+the offline reader for `input`, else the env sampler: the vectorised fast path
+(`SingleAgentSampler`) for one policy on a single-agent env, the general multi-agent path
+(`MultiAgentSampler`) otherwise; `fake_sampler` re-serves the first batch.
+
+`worker` is the RolloutWorker asking (typed `Any`: the worker imports this module).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from rlfleet.env.multi_agent_env import MultiAgentVectorEnv
+from rlfleet.rollout.fake_sampler import FakeSampler, custom_sampler
+from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
+from rlfleet.rollout.offline_sampler import OfflineSampler, wants_offline_input
+from rlfleet.rollout.sampler import SingleAgentSampler
+from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
+
+
+def make_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
+    """The sampler for `worker`'s env and policies (None when it has no env).
+
+    The fast path (`SingleAgentSampler`) when the env is a single-agent vector env and the
+    worker has one policy; the general path (`MultiAgentSampler`) otherwise.
+
+    Args:
+        acting_policy: the fast path's acting policy when it is not the worker's own
+            (`sample_async` acts with a copy).
+    """
+    collector = worker.config.get("sample_collector")
+    if collector is not None:
+        sampler = custom_sampler(collector, worker, settings)
+    elif wants_offline_input(worker.config):
+        # Offline input: a reader is the sampler; the env sampler is made when needed.
+        sampler = OfflineSampler(worker=worker, settings=settings, log_dir=worker.log_dir,
+                                 make_env_sampler=lambda: _env_sampler(worker, settings))
+    else:
+        sampler = _env_sampler(worker, settings, acting_policy)
+    if worker.config.get("fake_sampler") and sampler is not None:
+        # Learner benchmarks: the first batch, re-served forever (rollout/fake_sampler.py).
+        sampler = FakeSampler(sampler)
+    return sampler
+
+
+def _env_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
+    env = worker.env
+    if env is None:
+        return None
+    if isinstance(env, MultiAgentVectorEnv):
+        recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
+        if recurrent:
+            raise ValueError(f"Policy {recurrent[0]!r} is recurrent; the multi-agent sampler does not run "
+                             "recurrent policies yet (use one policy on a single-agent env, or no use_lstm)")
+        return MultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks, settings=settings)
+    (pid,) = list(worker.policy_map)
+    return SingleAgentSampler(
+        worker=worker, vector_env=env, policy=acting_policy or worker.policy_map[pid],
+        preprocessor=worker.preprocessors[pid], obs_filter=worker.filters[pid], callbacks=worker.callbacks,
+        settings=settings,
+    )
+
+
+__all__ = ["make_sampler"]
