@@ -26,6 +26,7 @@ from rlfleet.config import (
     merge_configs,
     validate_config,
 )
+from rlfleet.env.old_api import with_old_api_adapters
 from rlfleet.env.registry import resolve_env
 from rlfleet.env.task_settable import apply_env_task_fn
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
@@ -82,7 +83,8 @@ class Trainer:
         self._validate_config(self.config, trainer_obj_or_none=self)
         # Atari image envs get the preprocessing `preprocessor_pref` asks for, wherever the
         # trainer's env creator is used (workers, evaluation); wrapping twice is a no-op.
-        self.env_creator = with_atari_preprocessing(self.env_creator, self.config)
+        # Old gym-API and old multi-agent `dones` envs adapted (env/old_api.py), then Atari preprocessing.
+        self.env_creator = with_atari_preprocessing(with_old_api_adapters(self.env_creator), self.config)
         if self._policy_class is None:
             raise TypeError(f"{type(self).__name__} must set `_policy_class`")
 
