@@ -8,6 +8,7 @@ acting on raw observations in acting.py; Ray is called only inside the WorkerSet
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import secrets
@@ -450,6 +451,28 @@ class Trainer:
         from rlfleet.checkpoint import restore_trainer
 
         restore_trainer(self, checkpoint_path)
+
+    def save_to_object(self) -> bytes:
+        """The checkpoint `save()` writes, as bytes (a ZIP of the folder: JSON + safetensors, no
+        pickle), e.g. to send to another process; see `rlfleet.checkpoint_bytes`."""
+        from rlfleet.checkpoint_bytes import checkpoint_to_bytes
+
+        return checkpoint_to_bytes(self)
+
+    def restore_from_object(self, obj: bytes) -> None:
+        """Restores from the bytes of `save_to_object()`, with the checks `restore()` makes.
+
+        Raises:
+            CheckpointError: bytes that are not such a checkpoint, or one that does not fit.
+        """
+        from rlfleet.checkpoint_bytes import restore_from_bytes
+
+        restore_from_bytes(self, obj)
+
+    def get_config(self) -> Dict[str, Any]:
+        """A copy of the full config this trainer runs with (defaults merged in), as the
+        reference's `Trainer.get_config()`."""
+        return copy.deepcopy(self.config)
 
     @classmethod
     def from_checkpoint(cls, checkpoint_path: str, config_overrides: Optional[dict] = None, *,
