@@ -164,3 +164,16 @@ def test_an_old_multi_agent_env_trains_unchanged(tmp_path, caplog):
             trainer.stop()
     assert result["episodes_this_iter"] >= 4 and result["episode_len_mean"] == 4
     assert caplog.text.count("reference's API") == 1
+
+
+def test_an_old_gym_env_runs_as_remote_envs_and_in_remote_workers(ray_session, tmp_path):
+    # The adapting creator travels with the trainer's env creator to other processes.
+    trainer = PPOTrainer(env=OldGymCorridor, logdir=str(tmp_path), config={
+        "seed": 0, "num_workers": 1, "remote_worker_envs": True, "num_envs_per_worker": 2,
+        "train_batch_size": 100, "rollout_fragment_length": 50, "sgd_minibatch_size": 50, "num_sgd_iter": 1,
+        "model": {"fcnet_hiddens": [8]}})
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    assert result["timesteps_total"] == 100 and result["episodes_this_iter"] > 0
