@@ -9,6 +9,7 @@ inside the WorkerSet.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import secrets
@@ -25,6 +26,7 @@ from rlfleet.config import (
     merge_configs,
     validate_config,
 )
+from rlfleet.env.old_api import with_old_api_adapters
 from rlfleet.env.registry import resolve_env
 from rlfleet.env.task_settable import apply_env_task_fn
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
@@ -81,7 +83,8 @@ class Trainer(TrainerPolicies):
         self._validate_config(self.config, trainer_obj_or_none=self)
         # Atari image envs get the preprocessing `preprocessor_pref` asks for, wherever the
         # trainer's env creator is used (workers, evaluation); wrapping twice is a no-op.
-        self.env_creator = with_atari_preprocessing(self.env_creator, self.config)
+        # Old gym-API and old multi-agent `dones` envs adapted (env/old_api.py), then Atari preprocessing.
+        self.env_creator = with_atari_preprocessing(with_old_api_adapters(self.env_creator), self.config)
         if self._policy_class is None:
             raise TypeError(f"{type(self).__name__} must set `_policy_class`")
 
@@ -356,6 +359,28 @@ class Trainer(TrainerPolicies):
         from rlfleet.checkpoint import restore_trainer
 
         restore_trainer(self, checkpoint_path)
+
+    def save_to_object(self) -> bytes:
+        """The checkpoint `save()` writes, as bytes (a ZIP of the folder: JSON + safetensors, no
+        pickle), e.g. to send to another process; see `rlfleet.checkpoint.archive`."""
+        from rlfleet.checkpoint.archive import checkpoint_to_bytes
+
+        return checkpoint_to_bytes(self)
+
+    def restore_from_object(self, obj: bytes) -> None:
+        """Restores from the bytes of `save_to_object()`, with the checks `restore()` makes.
+
+        Raises:
+            CheckpointError: bytes that are not such a checkpoint, or one that does not fit.
+        """
+        from rlfleet.checkpoint.archive import restore_from_bytes
+
+        restore_from_bytes(self, obj)
+
+    def get_config(self) -> Dict[str, Any]:
+        """A copy of the full config this trainer runs with (defaults merged in), as the
+        reference's `Trainer.get_config()`."""
+        return copy.deepcopy(self.config)
 
     @classmethod
     def from_checkpoint(cls, checkpoint_path: str, config_overrides: Optional[dict] = None, *,

@@ -123,24 +123,23 @@ def trainable(algo: Union[str, type]) -> type:
     """
     tune = import_tune()
     from rlfleet.checkpoint import list_checkpoints
-    from rlfleet.env.registry import _ENV_REGISTRY, register_env
+    from rlfleet.rollout.name_registries import NameRegistries
 
     trainer_cls = _trainer_class(algo)
-    # Tune ships this class to its trial actors by value: the env registry goes with it.
-    envs = dict(_ENV_REGISTRY)
+    # Tune ships this class to its trial actors by value: the registered names (envs, custom
+    # models, action distributions, preprocessors) go with it.
+    names = NameRegistries.capture()
 
     class RlfleetTrainable(tune.Trainable):
         _trainer_class = trainer_cls
-        _registered_envs = envs
+        _name_registries = names
 
         @classmethod
         def default_resource_request(cls, config: Dict[str, Any]):
             return placement_group_factory(cls._trainer_class.default_resource_request(config))
 
         def setup(self, config: Dict[str, Any]) -> None:
-            for name, creator in self._registered_envs.items():
-                if name not in _ENV_REGISTRY:
-                    register_env(name, creator)
+            self._name_registries.install()
             self.trainer = self._trainer_class(config=config, logdir=self.logdir,
                                                logger_creator=_logger_creator(self.logdir))
 

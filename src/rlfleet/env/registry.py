@@ -68,6 +68,11 @@ def registered_envs() -> list[str]:
     return sorted(_ENV_REGISTRY)
 
 
+def registered_env_creators() -> dict[str, EnvCreator]:
+    """The name -> creator table of `register_env` (a copy)."""
+    return dict(_ENV_REGISTRY)
+
+
 class _ClassCreator:
     """Creator `cls(env_context)`; a class (not a lambda) so stdlib pickle can ship it."""
 

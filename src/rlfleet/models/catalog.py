@@ -144,7 +144,11 @@ def registered_custom_models() -> Dict[str, type]:
     return dict(_CUSTOM_MODELS)
 
 
-__all__ = ["ModelCatalog", "ActionDistribution", "registered_custom_models"]
+def registered_custom_action_dists() -> Dict[str, type]:
+    return dict(_CUSTOM_ACTION_DISTS)
+
+
+__all__ = ["ModelCatalog", "ActionDistribution", "registered_custom_models", "registered_custom_action_dists"]
 
 
 def _builtin_action_dist(space: gym.Space, model_config: dict, dist_type: Optional[str] = None

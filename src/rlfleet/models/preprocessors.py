@@ -469,6 +469,11 @@ def register_custom_preprocessor(name: str, preprocessor_class: type) -> None:
     _CUSTOM_PREPROCESSORS[name] = preprocessor_class
 
 
+def registered_custom_preprocessors() -> dict[str, type]:
+    """The name -> class table of `register_custom_preprocessor` (a copy)."""
+    return dict(_CUSTOM_PREPROCESSORS)
+
+
 def _custom_preprocessor(custom: Any, space: gym.Space, options: Mapping[str, Any] | None) -> Preprocessor:
     global _warned_custom
     cls = custom if isinstance(custom, type) else _CUSTOM_PREPROCESSORS.get(custom)

@@ -32,6 +32,7 @@ from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
+from rlfleet.rollout.name_registries import NameRegistries
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces, wants_multi_agent
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.rollout.sampler_choice import make_sampler
@@ -53,6 +54,8 @@ class RolloutWorker:
         worker_index: 0 for the local worker, 1.. for remote ones.
         num_workers: how many remote workers exist (for the EnvContext).
         log_dir: the trainer's results folder (where `output: "logdir"` writes).
+        name_registries: the driver's registered names (envs, custom models, action
+            distributions, preprocessors), installed first in a remote worker's process.
 
     Attributes:
         policy_map: `{policy_id: policy}` (a PolicyMap).
@@ -72,7 +75,10 @@ class RolloutWorker:
         worker_index: int = 0,
         num_workers: int = 0,
         log_dir: Optional[str] = None,
+        name_registries: Optional[NameRegistries] = None,
     ):
+        if name_registries is not None:  # the driver's registered names, before anything is built
+            name_registries.install()
         if worker_index > 0:  # a process of its own (a Ray actor): set it up as the config asks
             for key, value in (config.get("extra_python_environs_for_worker") or {}).items():
                 os.environ[str(key)] = str(value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from rlfleet.rollout.name_registries import NameRegistries
 from rlfleet.rollout.placement import bundle_is_placed, bundle_options, reserve_worker_group
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn
 from rlfleet.rollout.rollout_worker import RolloutWorker
@@ -57,10 +58,11 @@ class WorkerMembership:
             # Set before the worker process imports anything (e.g. OMP_NUM_THREADS).
             options["runtime_env"] = {"env_vars": env_vars}
         config_ref = ray.put(cfg)
+        names = NameRegistries.capture()  # names registered on the driver resolve on the workers too
         new = [
             self._remote_cls.options(**options, **placement).remote(
                 env_creator=self._env_creator, policy_class=self._policy_class, config=config_ref,
-                worker_index=i, num_workers=self._num_workers, log_dir=self.logdir,
+                worker_index=i, num_workers=self._num_workers, log_dir=self.logdir, name_registries=names,
             )
             for i, placement in zip(indices, placed)
         ]

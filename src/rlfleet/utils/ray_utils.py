@@ -4,9 +4,13 @@
 worker calls `init_ray()`, which:
 
 - reuses a Ray the user already initialised;
-- joins the cluster named by `RAY_ADDRESS` when that is set;
-- else starts a local Ray that exposes nothing on the network: it binds 127.0.0.1 and runs
-  no dashboard.
+- joins the cluster named by its `address` argument, else by `RAY_ADDRESS`, when one is set;
+- else starts a local Ray of its own (`address="local"`) that exposes nothing on the network:
+  it binds 127.0.0.1 and runs no dashboard. Plain `ray.init()` would join any Ray that another
+  job happens to run on this machine (the reference's behaviour); rlfleet never does that by
+  accident.
+
+It logs which Ray it used; `ray_in_use()` says it in words for error messages.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # Whether rlfleet started the running Ray itself (then it knows the resources are fixed).
 _started_here = False
+# Which Ray `init_ray` used, in words (see `ray_in_use`).
+_in_use = "no Ray (not started yet)"
 
 
 def import_ray():
@@ -40,20 +46,26 @@ def import_ray():
     return ray
 
 
-def init_ray(num_cpus: Optional[float] = None):
+def init_ray(num_cpus: Optional[float] = None, address: Optional[str] = None):
     """Returns the `ray` module with Ray running (see the module docstring for which Ray).
 
     Args:
         num_cpus: logical CPUs the caller's actors ask for; a local Ray started here gets at
             least this many (more than the machine's cores oversubscribes them, with a warning).
+        address: a Ray cluster to join (as `ray.init(address=...)`); None: `RAY_ADDRESS`, else
+            a local Ray of our own.
     """
-    global _started_here
+    global _started_here, _in_use
     ray = import_ray()
     if ray.is_initialized():
+        if not _started_here:
+            _in_use = "the Ray that was already initialised in this process"
         return ray
-    address = os.environ.get("RAY_ADDRESS")
+    source = "address" if address else "RAY_ADDRESS"
+    address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        logger.info("Joining the Ray cluster at RAY_ADDRESS=%s", address)
+        _in_use = f"the Ray cluster at {address!r} (from {source})"
+        logger.info("Ray: joining %s", _in_use)
         ray.init(address=address)
         return ray
     cores = os.cpu_count() or 1
@@ -61,9 +73,18 @@ def init_ray(num_cpus: Optional[float] = None):
     if want > cores:
         logger.warning("The remote workers ask for %s CPUs but this machine has %d cores; starting a local "
                        "Ray with %d logical CPUs (they will share the cores)", num_cpus, cores, want)
-    ray.init(num_cpus=want, include_dashboard=False, _node_ip_address="127.0.0.1")
+    # address="local": a new Ray of our own, even when another job's Ray runs on this machine.
+    ray.init(address="local", num_cpus=want, include_dashboard=False, _node_ip_address="127.0.0.1")
     _started_here = True
+    _in_use = (f"a local Ray started by rlfleet ({want} logical CPUs, 127.0.0.1 only; set RAY_ADDRESS to join "
+               "a cluster instead)")
+    logger.info("Ray: using %s", _in_use)
     return ray
+
+
+def ray_in_use() -> str:
+    """Which Ray `init_ray` used, in words (for logs and error messages)."""
+    return _in_use
 
 
 def started_here() -> bool:

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
+from rlfleet.algorithms.custom_models import refuse_custom_model
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_policy import frozen
 from rlfleet.models.distributions import ActionDistribution
@@ -124,6 +125,7 @@ class DDPGTorchPolicy(TorchPolicy):
 
     def make_model_and_action_dist(self):
         cfg = self.config
+        refuse_custom_model(cfg["model"], "DDPG, TD3 and APEX_DDPG", "'actor_hiddens' and 'critic_hiddens'")
         low, high = policy_action_bounds(self.action_space, cfg["normalize_actions"])
         model = DDPGModel(self.observation_space, self.action_space, int(np.prod(self.action_space.shape)),
                           cfg["model"], f"{self.policy_id}_ddpg", low=low, high=high,

@@ -15,6 +15,7 @@ from rlfleet.algorithms.ddppo.ddppo_policy import (DDPPOTorchPolicy, free_loopba
 from rlfleet.algorithms.ppo.ppo import ALGO_KEYS as PPO_KEYS, PPOTrainer
 from rlfleet.config import ConfigKey, algorithm_config, boolean, number_above, number_in, one_of, with_defaults
 from rlfleet.rollout.postprocessing import check_gae_needs_critic
+from rlfleet.utils.ray_utils import is_worker_failure, ray_in_use
 
 K = ConfigKey
 
@@ -108,7 +109,7 @@ class DDPPOTrainer(PPOTrainer):
         ranks = {index: rank for rank, index in enumerate(self.workers.remote_worker_indices())}
         join = partial(join_process_group, ranks=ranks, port=free_loopback_port(), backend=backend,
                        timeout_s=float(config["torch_distributed_timeout_s"]))
-        self.workers.foreach_worker_with_index(join)  # all join at once (the rendezvous waits for all)
+        join_all(self.workers, join, backend)  # all join at once (the rendezvous waits for all)
         # Start from one set of weights: the trainer's.
         self.workers.sync_weights()
 
@@ -138,6 +139,25 @@ class DDPPOTrainer(PPOTrainer):
             except Exception:  # a dead worker: killing the actors ends the group anyway
                 pass
         super().stop()
+
+
+def join_all(workers: Any, join: Any, backend: str) -> None:
+    """Every worker joins the process group; a worker's failure is reported as what it is.
+
+    A remote worker's error arrives as Ray's `RayTaskError`, which also is an instance of the
+    error it wraps (often a ValueError), so callers took it for a config error ("invalid
+    config"); here it becomes a RuntimeError that names the Ray in use.
+    """
+    try:
+        workers.foreach_worker_with_index(join)
+    except Exception as e:
+        if not is_worker_failure(e):
+            raise
+        raise RuntimeError(
+            f"DD-PPO: the remote workers could not join the torch.distributed process group (backend "
+            f"{backend!r}, rendezvous on 127.0.0.1) on {ray_in_use()}. This is not a config error; the "
+            f"workers must run on this machine and reach each other. The worker said: {e}"
+        ) from e
 
 
 def _mean_learner_info(infos: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -1,5 +1,5 @@
-"""DQN's networks: an MLP trunk (the catalog's CNN for image observations), then (dueling) Q
-heads, optionally noisy and distributional.
+"""DQN's networks: an MLP trunk (the catalog's CNN for image observations, the user's model for
+`model.custom_model`), then (dueling) Q heads, optionally noisy and distributional.
 
 - Dueling (Wang et al. 2016): Q = V + A - mean_a A.
 - Noisy nets (Fortunato et al. 2018): factorised Gaussian noise on the head layers'
@@ -19,6 +19,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from rlfleet.algorithms.custom_models import CustomModelTrunk, custom_trunk_width
 from rlfleet.models.action_mask import mask_layout
 from rlfleet.models.fcnet import mlp
 from rlfleet.models.torch_model import TorchModel
@@ -142,13 +143,21 @@ class DQNModel(TorchModel):
             self.register_buffer("rest_index", torch.as_tensor(self.mask_layout.rest_index, dtype=torch.long),
                                  persistent=False)
             obs_space = self.mask_layout.rest_space
+        hiddens = list(q_config["hiddens"] or [])
+        self.custom_trunk = bool(model_config.get("custom_model"))
+        if self.custom_trunk:  # the user's model gives the features, the Q heads go on top
+            width = custom_trunk_width(model_config, hiddens, int(action_space.n))
+            trunk = CustomModelTrunk(obs_space, action_space, model_config, width)
+        elif _is_image(obs_space, model_config):
+            trunk = ImageTrunk(obs_space, action_space, model_config)
+        else:
+            trunk = None
         self.q_net = QNetwork(
             int(np.prod(obs_space.shape)), int(action_space.n),
             fcnet_hiddens=list(model_config.get("fcnet_hiddens") or []),
             fcnet_activation=model_config.get("fcnet_activation", "tanh"),
-            hiddens=list(q_config["hiddens"] or []), dueling=bool(q_config["dueling"]),
-            num_atoms=self.num_atoms, noisy=bool(q_config["noisy"]), sigma0=float(q_config["sigma0"]),
-            trunk=ImageTrunk(obs_space, action_space, model_config) if _is_image(obs_space, model_config) else None,
+            hiddens=hiddens, dueling=bool(q_config["dueling"]),
+            num_atoms=self.num_atoms, noisy=bool(q_config["noisy"]), sigma0=float(q_config["sigma0"]), trunk=trunk,
         )
         self.target_q_net = copy.deepcopy(self.q_net)
         for p in self.target_q_net.parameters():

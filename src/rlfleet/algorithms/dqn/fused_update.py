@@ -36,6 +36,8 @@ def unsupported_reason(policy) -> Optional[str]:
     model = policy.model
     if type(model) is not DQNModel or model.num_atoms != 1 or model.mask_layout is not None:
         return "a distributional head, an action mask or another model"
+    if model.custom_trunk:
+        return "a custom model (model.custom_model) as the trunk"
     cfg = policy.config
     if cfg["noisy"] or not model.q_net.flatten:
         return "noisy layers or an image trunk"

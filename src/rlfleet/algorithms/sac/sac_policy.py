@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlfleet.algorithms.custom_models import refuse_custom_model
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.models.distributions import Categorical, SquashedGaussian
@@ -168,6 +169,7 @@ class SACTorchPolicy(TorchPolicy):
 
     def make_model_and_action_dist(self):
         cfg = self.config
+        refuse_custom_model(cfg["model"], "SAC and CQL", "'policy_model' and 'Q_model'")
         space = self.action_space
         if isinstance(space, gym.spaces.Discrete):
             dist_class, num_outputs = Categorical, int(space.n)
