@@ -1,6 +1,6 @@
 """The folder layout is the architecture: a module never imports one of a higher layer.
 
-utils <- models, env, exploration <- policy <- rollout, replay, offline, config
+utils <- models, fast, env, exploration <- policy <- rollout, replay, offline, config
 <- trainer, evaluation, checkpoint, ... <- algorithms <- tune, cli
 
 Every `import` / `from ... import` of an rlfleet module counts, at module level or inside
@@ -19,7 +19,7 @@ PACKAGE = SRC / "rlfleet"
 # The first matching prefix decides a module's layer.
 LAYERS: List[Tuple[int, Tuple[str, ...]]] = [
     (0, ("rlfleet.utils", "rlfleet.registry", "rlfleet.callbacks")),
-    (1, ("rlfleet.models", "rlfleet.env", "rlfleet.exploration")),
+    (1, ("rlfleet.models", "rlfleet.fast", "rlfleet.env", "rlfleet.exploration")),
     (2, ("rlfleet.policy",)),
     (3, ("rlfleet.rollout", "rlfleet.replay", "rlfleet.offline", "rlfleet.config")),
     (4, ("rlfleet.trainer", "rlfleet.evaluation", "rlfleet.checkpoint", "rlfleet.resources", "rlfleet.logger",

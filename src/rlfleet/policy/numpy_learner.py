@@ -1,5 +1,6 @@
-"""The pieces of a learner written out in NumPy: MLP passes with hand-written backward, and
-`Adam`'s update on an optimizer's own flat buffers.
+"""The policy side of the NumPy learners: `Adam`'s update on an optimizer's own flat buffers
+(the arithmetic is `rlfleet.fast.adam`'s), the gates over networks and optimizers, and the
+clip / NaN-guard / step tail (the maths itself lives in `rlfleet.fast`).
 
 Why: for the small fully connected nets most RL runs train, a torch update costs more in
 per-op dispatch and autograd bookkeeping than in arithmetic (issue 16). The fused updates
@@ -17,76 +18,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlfleet.policy.fast_inference import single_threaded_blas
+from rlfleet.fast.adam import adam_delta
+from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.fast.mlp import linear_stack, numpy_layers
 from rlfleet.policy.optim import Adam
 from rlfleet.policy.torch_policy import _gnorm_stat
 
-_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
-
-
-def linear_stack(module: nn.Module) -> Optional[List[Tuple[nn.Linear, Optional[str]]]]:
-    """`[(linear, activation name or None)]` of a Linear, an Identity or a Sequential of
-    Linear layers each followed by at most one tanh / ReLU; None for anything else."""
-    if isinstance(module, nn.Identity):
-        return []
-    mods = [module] if isinstance(module, nn.Linear) else list(module) if isinstance(module, nn.Sequential) else None
-    if mods is None:
-        return None
-    layers: List[List[Any]] = []
-    for m in mods:
-        if type(m) is nn.Linear:
-            layers.append([m, None])
-        elif type(m) in _ACTIVATIONS and layers and layers[-1][1] is None:
-            layers[-1][1] = _ACTIVATIONS[type(m)]
-        else:
-            return None
-    return [(lin, act) for lin, act in layers]
-
-
-def numpy_layers(module: nn.Module, grad_views: Optional[dict] = None):
-    """`(layers, grads)`: `[(W, b, activation)]` as NumPy views of `module`'s parameters (a
-    `linear_stack`), and each layer's `(dW, db)` views from `grad_views` (`{id(param): view}`;
-    None: no gradients, e.g. for frozen or target nets)."""
-    stack = linear_stack(module)
-    layers = [(lin.weight.detach().numpy(), lin.bias.detach().numpy(), act) for lin, act in stack]
-    grads = None if grad_views is None else [(grad_views[id(lin.weight)], grad_views[id(lin.bias)])
-                                             for lin, _ in stack]
-    return layers, grads
-
-
-def forward(layers, x: np.ndarray) -> List[np.ndarray]:
-    """The input and every layer's output (after its activation)."""
-    outs = [x]
-    for w, b, act in layers:
-        x = x @ w.T
-        x += b
-        if act == "tanh":
-            np.tanh(x, out=x)
-        elif act == "relu":
-            np.maximum(x, 0.0, out=x)
-        outs.append(x)
-    return outs
-
-
-def backward(layers, grads, outs: List[np.ndarray], d: np.ndarray, need_input_grad: bool) -> Optional[np.ndarray]:
-    """Backpropagates `d` (the gradient of the last output of `forward(layers, ...)`, whose
-    `outs` these are) through `layers`; writes each weight and bias gradient into `grads`'
-    views (None: only the input's gradient is wanted); returns the input's gradient."""
-    for i in range(len(layers) - 1, -1, -1):
-        w, _, act = layers[i]
-        out = outs[i + 1]
-        if act == "tanh":  # torch's tanh_backward: d * (1 - y^2)
-            d = d * (1.0 - out * out)
-        elif act == "relu":  # threshold_backward on the output
-            d = d * (out > 0)
-        if grads is not None:
-            gw, gb = grads[i]
-            np.matmul(d.T, outs[i], out=gw)
-            np.sum(d, axis=0, out=gb)
-        if i == 0 and not need_input_grad:
-            return None
-        d = d @ w
-    return d
+def module_layers(module: nn.Module, grad_views: Optional[dict] = None):
+    """`numpy_layers` of `module`'s `linear_stack` (check `nets_reason` first)."""
+    return numpy_layers(linear_stack(module), grad_views)
 
 
 class FlatAdam:
@@ -141,19 +81,10 @@ class FlatAdam:
     def step(self) -> None:
         group, flat = self.group, self.flat
         beta1, beta2 = group["betas"]
-        lr, eps = group["lr"], group["eps"]
-        grad, exp_avg, exp_avg_sq = self.grad, self.exp_avg, self.exp_avg_sq
         self.steps += 1
         flat.count += 1
-        step = flat.count
-        exp_avg += np.float32(1 - beta1) * (grad - exp_avg)  # lerp_(grad, 1 - beta1)
-        exp_avg_sq *= np.float32(beta2)
-        exp_avg_sq += np.float32(1 - beta2) * grad * grad
-        denom = np.sqrt(exp_avg_sq)
-        denom /= np.float32((1 - beta2 ** step) ** 0.5)
-        denom += np.float32(eps)
-        delta = exp_avg * np.float32(-lr / (1 - beta1 ** step))
-        delta /= denom
+        delta = adam_delta(self.grad, self.exp_avg, self.exp_avg_sq, flat.count, beta1, beta2, group["lr"],
+                           group["eps"])
         offsets = self.offsets
         for i, view in enumerate(self.param_views):
             view += delta[offsets[i]:offsets[i + 1]].reshape(view.shape)
@@ -259,5 +190,4 @@ def single_thread_fused(policy, build: Callable[[Any], FusedUpdate],
     return policy._fused
 
 
-__all__ = ["FlatAdam", "FusedUpdate", "backward", "clip_guard_and_step", "forward", "linear_stack", "nets_reason",
-           "numpy_layers", "single_thread_fused"]
+__all__ = ["FlatAdam", "FusedUpdate", "clip_guard_and_step", "module_layers", "nets_reason", "single_thread_fused"]

@@ -22,8 +22,10 @@ import torch
 from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.models.distributions import Categorical
-from rlfleet.policy.fast_inference import (ChunkActor, NumpyMLPInference, categorical_logp, gaussian_logp,
-                                           sample_numpy, single_threaded_blas, supports_fast_path)
+from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.fast.distributions import categorical_logp, gaussian_logp, sample_numpy
+from rlfleet.fast.inference import ChunkActor, NumpyMLPInference
+from rlfleet.policy.fast_plan import supports_fast_path
 from rlfleet.policy.nan_guard import NonFiniteGuard, grad_norm
 from rlfleet.policy.optim import build_adam, check_adam_options, clip_grad_norm, optimizer_params
 from rlfleet.policy.policy import Policy

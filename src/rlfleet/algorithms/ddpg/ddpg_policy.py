@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
 from rlfleet.models.target_network import soft_update
-from rlfleet.algorithms.sac.sac_policy import frozen
+from rlfleet.algorithms.off_policy_common import frozen
 from rlfleet.models.distributions import ActionDistribution
 from rlfleet.policy.numpy_learner import single_thread_fused
 from rlfleet.policy.sample_batch import SampleBatch

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
-from rlfleet.algorithms.sac.fused_update import replay_columns
-from rlfleet.policy.numpy_learner import (FlatAdam, FusedUpdate, backward, clip_guard_and_step, forward, nets_reason,
-                                          numpy_layers)
+from rlfleet.algorithms.off_policy_common import replay_columns
+from rlfleet.fast.mlp import backward, forward
+from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.sample_batch import SampleBatch
 
 SB = SampleBatch
@@ -54,13 +54,13 @@ class FusedDDPGUpdate(FusedUpdate):
         policy, model = self.policy, self.policy.model
         self.adams = {name: FlatAdam(policy.optimizers[name]) for name in _NAMES}
         critic_views = self.adams["critic"].grad_views
-        self.actor = numpy_layers(model.actor, self.adams["actor"].grad_views)
-        self.target_actor = numpy_layers(model.target_actor)[0]
-        self.critics = [numpy_layers(model.critic, critic_views)]
-        self.target_critics = [numpy_layers(model.target_critic)[0]]
+        self.actor = module_layers(model.actor, self.adams["actor"].grad_views)
+        self.target_actor = module_layers(model.target_actor)[0]
+        self.critics = [module_layers(model.critic, critic_views)]
+        self.target_critics = [module_layers(model.target_critic)[0]]
         if model.twin_critic is not None:
-            self.critics.append(numpy_layers(model.twin_critic, critic_views))
-            self.target_critics.append(numpy_layers(model.target_twin_critic)[0])
+            self.critics.append(module_layers(model.twin_critic, critic_views))
+            self.target_critics.append(module_layers(model.target_twin_critic)[0])
         self.bounded = model.bounded
         self.low = model.low.numpy()
         self.high = model.high.numpy()

@@ -21,9 +21,9 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
-from rlfleet.algorithms.sac.fused_update import replay_columns
-from rlfleet.policy.numpy_learner import (FlatAdam, FusedUpdate, backward, clip_guard_and_step, forward, nets_reason,
-                                          numpy_layers)
+from rlfleet.algorithms.off_policy_common import replay_columns
+from rlfleet.fast.mlp import backward, forward
+from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
 
@@ -49,9 +49,9 @@ class _QNet:
     """NumPy views of one `QNetwork` (trunk, advantage head, value head when dueling)."""
 
     def __init__(self, net, grad_views=None):
-        self.trunk = numpy_layers(net.trunk, grad_views)
-        self.advantage = numpy_layers(net.advantage, grad_views)
-        self.value = numpy_layers(net.value, grad_views) if net.value is not None else None
+        self.trunk = module_layers(net.trunk, grad_views)
+        self.advantage = module_layers(net.advantage, grad_views)
+        self.value = module_layers(net.value, grad_views) if net.value is not None else None
 
     def q(self, obs: np.ndarray):
         """`(Q [B, A], the layer outputs of trunk, advantage and value for backward)`."""

@@ -22,7 +22,6 @@ tanh, ReLU or no activation, without pixel scaling or memory; the distribution C
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -30,8 +29,11 @@ from torch import nn
 
 from rlfleet.models.distributions import Categorical, DiagGaussian
 from rlfleet.models.fcnet import FullyConnectedNetwork
-from rlfleet.policy.fast_inference import single_threaded_blas
-from rlfleet.policy.numpy_learner import FlatAdam, backward, clip_guard_and_step, forward, linear_stack, numpy_layers
+from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.fast.distributions import (categorical_entropy_grad, categorical_entropy_kl, gaussian_entropy_kl,
+                                        gaussian_kl_grads, gaussian_log_density, log_softmax, log_softmax_backward)
+from rlfleet.fast.mlp import backward, forward, linear_stack
+from rlfleet.policy.numpy_learner import FlatAdam, clip_guard_and_step, module_layers
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
@@ -82,17 +84,17 @@ class FusedPPOSGD:
         model = policy.model
         self.adam = adam = FlatAdam(policy.optimizers[DEFAULT_OPTIMIZER])
         views = adam.grad_views
-        self.pi_layers, self.pi_grads = numpy_layers(model.trunk, views)
-        head, head_grads = numpy_layers(model.logits, views)
+        self.pi_layers, self.pi_grads = module_layers(model.trunk, views)
+        head, head_grads = module_layers(model.logits, views)
         self.pi_layers += head
         self.pi_grads += head_grads
         self.shared = model.value_trunk is None
         if self.shared:  # the value head reads the trunk's last hidden layer
-            self.vf_layers, self.vf_grads = numpy_layers(model.value_head, views)
+            self.vf_layers, self.vf_grads = module_layers(model.value_head, views)
             self.trunk_len = len(linear_stack(model.trunk))
         else:
-            self.vf_layers, self.vf_grads = numpy_layers(model.value_trunk, views)
-            head, head_grads = numpy_layers(model.value_head, views)
+            self.vf_layers, self.vf_grads = module_layers(model.value_trunk, views)
+            head, head_grads = module_layers(model.value_head, views)
             self.vf_layers += head
             self.vf_grads += head_grads
         self.log_std = None
@@ -195,15 +197,11 @@ class FusedPPOSGD:
         policy = self.policy
         rows = np.arange(len(logits))
         actions = batch[SB.ACTIONS]
-        logp_all = _log_softmax(logits)
-        probs = np.exp(logp_all)
+        logp_all = log_softmax(logits)
         logp = logp_all[rows, actions]
         ratio = np.exp(logp - batch[SB.ACTION_LOGP])
         d_ratio, policy_loss = _surrogate(ratio, batch[SB.ADVANTAGES], cfg["clip_param"])
-        old_logp_all = _log_softmax(batch[SB.ACTION_DIST_INPUTS])
-        old_probs = np.exp(old_logp_all)
-        mean_kl = float((old_probs * (old_logp_all - logp_all)).sum(1).mean())
-        entropy = float(-(probs * logp_all).sum(1).mean())
+        probs, old_probs, mean_kl, entropy = categorical_entropy_kl(logp_all, batch[SB.ACTION_DIST_INPUTS])
 
         g = np.zeros_like(logp_all)
         g[rows, actions] = -inv * d_ratio * ratio
@@ -211,11 +209,11 @@ class FusedPPOSGD:
         coeff = policy.entropy_coeff
         if coeff != 0.0:
             total -= coeff * entropy
-            g += np.float32(coeff) * inv * probs * (logp_all + 1.0)
+            g += np.float32(coeff) * inv * categorical_entropy_grad(probs, logp_all)
         if cfg["kl_coeff"] > 0.0:
             total += policy.kl_coeff * mean_kl
             g -= np.float32(policy.kl_coeff) * inv * old_probs
-        d_logits = g - probs * g.sum(1, keepdims=True)  # log_softmax's backward
+        d_logits = log_softmax_backward(g, probs)
         return {"total_loss": total, "policy_loss": policy_loss, "kl": mean_kl, "entropy": entropy}, d_logits
 
     def _gaussian(self, batch, out: np.ndarray, inv, cfg):
@@ -225,17 +223,13 @@ class FusedPPOSGD:
         else:
             k = out.shape[1] // 2
             mean, log_std = out[:, :k], out[:, k:]
-        dim = mean.shape[1]
         std = np.exp(log_std)
         z = (batch[SB.ACTIONS] - mean) / std
-        logp = -0.5 * (z * z).sum(1) - log_std.sum(1) - np.float32(0.5 * math.log(2 * math.pi) * dim)
+        logp = gaussian_log_density(z, log_std)
         ratio = np.exp(logp - batch[SB.ACTION_LOGP])
         d_ratio, policy_loss = _surrogate(ratio, batch[SB.ADVANTAGES], cfg["clip_param"])
-        old_mean, old_log_std = np.split(batch[SB.ACTION_DIST_INPUTS], 2, axis=1)
-        var_ratio = (np.exp(old_log_std) / std) ** 2
-        mean_term = ((old_mean - mean) / std) ** 2
-        mean_kl = float((0.5 * (var_ratio + mean_term - 1.0 - np.log(var_ratio))).sum(1).mean())
-        entropy = float((log_std + np.float32(0.5 * (math.log(2 * math.pi) + 1.0))).sum(1).mean())
+        old_mean, var_ratio, mean_term, mean_kl, entropy = gaussian_entropy_kl(mean, log_std, std,
+                                                                               batch[SB.ACTION_DIST_INPUTS])
 
         d_logp = (-inv * d_ratio * ratio)[:, None]
         d_mean = d_logp * z / std
@@ -248,17 +242,13 @@ class FusedPPOSGD:
         if cfg["kl_coeff"] > 0.0:
             total += policy.kl_coeff * mean_kl
             kl_scale = np.float32(policy.kl_coeff) * inv
-            d_mean = d_mean - kl_scale * (old_mean - mean) / (std * std)
-            d_log_std = d_log_std + kl_scale * (1.0 - var_ratio - mean_term)
+            kl_d_mean, kl_d_log_std = gaussian_kl_grads(old_mean, mean, std, var_ratio, mean_term)
+            d_mean = d_mean + kl_scale * kl_d_mean
+            d_log_std = d_log_std + kl_scale * kl_d_log_std
         losses = {"total_loss": total, "policy_loss": policy_loss, "kl": mean_kl, "entropy": entropy}
         if self.log_std is not None:  # one log-std per action dimension, shared by every row
             return losses, d_mean, d_log_std.sum(0)
         return losses, np.concatenate([d_mean, d_log_std], axis=1), None
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    shifted = x - x.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
 
 def _surrogate(ratio: np.ndarray, adv: np.ndarray, clip: float) -> Tuple[np.ndarray, float]:

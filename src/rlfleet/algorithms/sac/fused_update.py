@@ -23,21 +23,20 @@ path, as does a policy with `fused_update = False`.
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
 import torch
 
+from rlfleet.algorithms.off_policy_common import replay_columns
 from rlfleet.algorithms.sac.sac_model import SACModel
-from rlfleet.policy.numpy_learner import (FlatAdam, FusedUpdate, backward, clip_guard_and_step, forward, nets_reason,
-                                          numpy_layers)
+from rlfleet.fast.distributions import gaussian_log_density, tanh_log_det, tanh_log_det_grad
+from rlfleet.fast.mlp import backward, forward
+from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.utils.spaces import policy_action_bounds
 
 SB = SampleBatch
-_LOG_2PI = math.log(2.0 * math.pi)
 _LOG_STD_MIN, _LOG_STD_MAX = -20.0, 2.0  # SquashedGaussian's clamp
 _NAMES = ("critic", "actor", "alpha")
 
@@ -60,28 +59,6 @@ def unsupported_reason(policy) -> Optional[str]:
                                       "alpha": [model.log_alpha]})
 
 
-def replay_columns(columns: Dict[str, np.ndarray], gamma: float) -> Tuple[np.ndarray, ...]:
-    """`(obs, next_obs, actions, rewards, discounts, weights)` of a replayed batch, float32
-    and flat per row; the discount is gamma ** n_steps, 0 past a terminal step (as
-    `sac_losses` and `ddpg_losses` compute it)."""
-    f32 = np.float32
-    n = len(columns[SB.REWARDS])
-    obs, next_obs, actions = (columns[k].reshape(n, -1).astype(f32, copy=False)
-                              for k in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS))
-    discounts = (f32(gamma) ** columns[N_STEPS].astype(f32)) * (1.0 - columns[SB.TERMINATEDS].astype(f32))
-    return (obs, next_obs, actions, columns[SB.REWARDS].astype(f32, copy=False), discounts,
-            columns[PRIO_WEIGHTS].astype(f32, copy=False))
-
-
-def _softplus(x: np.ndarray) -> np.ndarray:
-    """torch's softplus (beta 1, threshold 20)."""
-    return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
-
-
 class FusedSACUpdate(FusedUpdate):
     """The fused update for one policy (check `unsupported_reason` first). Views are
     rebuilt at each call, so loaded weights and optimizer states are the ones trained."""
@@ -97,12 +74,12 @@ class FusedSACUpdate(FusedUpdate):
         policy, model = self.policy, self.policy.model
         self.adams = {name: FlatAdam(policy.optimizers[name]) for name in _NAMES}
         critic_views = self.adams["critic"].grad_views
-        self.pi = numpy_layers(model.policy_net, self.adams["actor"].grad_views)
-        self.q = [numpy_layers(model.q_net, critic_views)]
-        self.target_q = [numpy_layers(model.target_q_net)[0]]
+        self.pi = module_layers(model.policy_net, self.adams["actor"].grad_views)
+        self.q = [module_layers(model.q_net, critic_views)]
+        self.target_q = [module_layers(model.target_q_net)[0]]
         if model.twin_q_net is not None:
-            self.q.append(numpy_layers(model.twin_q_net, critic_views))
-            self.target_q.append(numpy_layers(model.target_twin_q_net)[0])
+            self.q.append(module_layers(model.twin_q_net, critic_views))
+            self.target_q.append(module_layers(model.target_twin_q_net)[0])
         self.log_alpha = model.log_alpha.detach().numpy()
         self.alpha_grad = self.adams["alpha"].grad_views[id(model.log_alpha)]
 
@@ -118,9 +95,8 @@ class FusedSACUpdate(FusedUpdate):
         tanh_u = np.tanh(u)
         action = self.low + (tanh_u + 1.0) * 0.5 * (self.high - self.low)
         z = (u - mean) / std
-        gauss = -0.5 * (z * z).sum(1) - log_std.sum(1) - np.float32(0.5 * _LOG_2PI * k)
-        log_det = 2.0 * (np.float32(math.log(2.0)) - u - _softplus(-2.0 * u)) + self.log_half_range
-        return outs, raw_log_std, mean, std, u, tanh_u, action, z, gauss - log_det.sum(1)
+        log_det = tanh_log_det(u, self.log_half_range)
+        return outs, raw_log_std, mean, std, u, tanh_u, action, z, gaussian_log_density(z, log_std) - log_det.sum(1)
 
     def _update(self, cols: Dict[str, np.ndarray]) -> Dict[str, Any]:
         policy = self.policy
@@ -183,7 +159,7 @@ class FusedSACUpdate(FusedUpdate):
         for (layers, _), outs, share in zip(self.q, pi_q_outs, shares):
             g_action = g_action + backward(layers, None, outs, share[:, None], True)[:, obs.shape[1]:]
         g_logp = (alpha * inv).astype(f32)
-        dlogp_du = -z / std + 2.0 - 4.0 * _sigmoid(-2.0 * u)
+        dlogp_du = -z / std + tanh_log_det_grad(u)
         g_u = g_logp * dlogp_du + g_action * ((1.0 - tanh_u * tanh_u) * (0.5 * (self.high - self.low)))
         g_mean = g_u + g_logp * (z / std)
         g_log_std = g_u * (std * noise_t) + g_logp * (z * z - 1.0)

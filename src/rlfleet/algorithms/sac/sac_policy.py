@@ -3,7 +3,6 @@ entropy tuning (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applicat
 discrete actions as in Christodoulou 2019 ("Soft Actor-Critic for Discrete Action Settings")."""
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Dict, Tuple
 
@@ -14,6 +13,7 @@ import torch
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.models.distributions import Categorical, SquashedGaussian
+from rlfleet.algorithms.off_policy_common import frozen
 from rlfleet.policy.numpy_learner import single_thread_fused
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy
@@ -21,19 +21,6 @@ from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.utils.spaces import is_bounded_box, policy_action_bounds
 
 SB = SampleBatch
-
-
-@contextlib.contextmanager
-def frozen(params):
-    """Parameters excluded from autograd for the ops recorded inside the block."""
-    flags = [p.requires_grad for p in params]
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, flag in zip(params, flags):
-            p.requires_grad_(flag)
 
 
 def sac_losses(policy: "SACTorchPolicy", model: SACModel, dist_class, batch: Dict[str, torch.Tensor]
