@@ -36,7 +36,7 @@ REFERENCE_TOP_LEVEL_KEYS = [
     "input_evaluation", "postprocess_inputs", "shuffle_buffer_size", "output",
     "output_compress_columns", "output_max_file_size", "multiagent", "logger_config",
 ]
-RLFLEET_EXTRA_KEYS = ["recreate_failed_workers", "disable_env_checking", "max_nonfinite_updates"]
+RLFLEET_EXTRA_KEYS = ["recreate_failed_workers", "disable_env_checking", "max_nonfinite_updates", "fast_path"]
 DEPRECATED_TOP_LEVEL = ["simple_optimizer", "monitor"]
 
 # The reference's defaults; keys that rlfleet changes on purpose are in DEVIATIONS.

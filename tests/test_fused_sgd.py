@@ -19,8 +19,8 @@ BASE = {"num_workers": 0, "seed": 3, "num_envs_per_worker": 2, "rollout_fragment
 
 def _pair(env, overrides):
     fused = PPOTrainer(env=env, config={**BASE, **overrides, "model": {**BASE["model"], **overrides.get("model", {})}})
-    plain = PPOTrainer(env=env, config={**BASE, **overrides, "model": {**BASE["model"], **overrides.get("model", {})}})
-    plain.get_policy().fused_sgd = False
+    plain = PPOTrainer(env=env, config={**BASE, **overrides, "fast_path": "off",
+                                        "model": {**BASE["model"], **overrides.get("model", {})}})
     return fused, plain
 
 

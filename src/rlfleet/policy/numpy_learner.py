@@ -177,17 +177,14 @@ class FusedUpdate(ABC):
         return result
 
 
-def single_thread_fused(policy, build: Callable[[Any], FusedUpdate],
-                        unsupported_reason: Callable[[Any], Optional[str]]) -> Optional[FusedUpdate]:
-    """`policy`'s fused update (built once with `build`) where it may run: the policy's
-    `fused_update` is set, torch runs on one thread (with more, torch's multi-threaded
-    products are as fast or faster, and OpenBLAS's threads stall on a busy machine), and
-    `unsupported_reason(policy)` is None. None otherwise: the torch path."""
-    if not policy.fused_update or torch.get_num_threads() != 1 or unsupported_reason(policy) is not None:
+def planned_fast_learner(policy, build: Callable[[Any], Any]) -> Optional[Any]:
+    """`policy`'s NumPy learner (built once with `build`) where its plan picked it
+    (`policy.fast_plan`); None: the torch path."""
+    if policy.fast_plan.learner != "numpy":
         return None
     if policy._fused is None:
         policy._fused = build(policy)
     return policy._fused
 
 
-__all__ = ["FlatAdam", "FusedUpdate", "clip_guard_and_step", "module_layers", "nets_reason", "single_thread_fused"]
+__all__ = ["FlatAdam", "FusedUpdate", "clip_guard_and_step", "module_layers", "nets_reason", "planned_fast_learner"]

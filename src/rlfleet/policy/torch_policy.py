@@ -25,7 +25,7 @@ from rlfleet.models.distributions import Categorical
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.fast.distributions import categorical_logp, gaussian_logp, sample_numpy
 from rlfleet.fast.inference import ChunkActor, NumpyMLPInference
-from rlfleet.policy.fast_plan import supports_fast_path
+from rlfleet.policy.fast_plan import FastPathPlan, fast_path_mode, make_plan, supports_fast_path
 from rlfleet.policy.nan_guard import NonFiniteGuard, grad_norm
 from rlfleet.policy.optim import build_adam, check_adam_options, clip_grad_norm, optimizer_params
 from rlfleet.policy.policy import Policy
@@ -127,7 +127,10 @@ class TorchPolicy(Policy):
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
         # The NumPy fast path reads CPU weights; on a GPU, acting runs there with torch.
-        self._fast_ok = supports_fast_path(self) and self.device.type == "cpu"
+        self._fast_ok = (supports_fast_path(self) and self.device.type == "cpu"
+                         and fast_path_mode(config) != "off")
+        self._fast_plan: Optional[FastPathPlan] = None
+        self._fused: Any = None  # the NumPy learner, built once the plan picks it
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
         self._init_recurrence(config["model"])
@@ -140,6 +143,32 @@ class TorchPolicy(Policy):
         model = ModelCatalog.get_model(self.observation_space, self.action_space, num_outputs, self.config["model"],
                                        name=f"{self.policy_id}_model")
         return dist_class, model
+
+    # --- the fast path plan ------------------------------------------------------------
+    # The `FAST_PATH_KEYS` family of the subclass's NumPy learner (policy/fast_plan.py); None: none.
+    fast_learner_family: Optional[str] = None
+
+    def fast_learner_reason(self) -> Optional[str]:
+        """Why the NumPy learner cannot stand in for this policy's torch update as far as its
+        networks and optimizers go (None: it can); subclasses with one override it."""
+        return None
+
+    def acts_with_numpy(self) -> bool:
+        """Whether acting may run on the NumPy snapshot of the model."""
+        return self._fast_ok
+
+    @property
+    def fast_plan(self) -> FastPathPlan:
+        """Where this policy acts and learns (see policy/fast_plan.py), computed once and again
+        after `refresh_fast_plan` (weights, state or optimizers replaced)."""
+        if self._fast_plan is None:
+            self._fast_plan = make_plan(self)
+        return self._fast_plan
+
+    def refresh_fast_plan(self) -> None:
+        """Drops the plan (and the NumPy learner built for it): the next use recomputes them."""
+        self._fast_plan = None
+        self._fused = None
 
     # --- optimizers ------------------------------------------------------------------
     def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
@@ -167,6 +196,7 @@ class TorchPolicy(Policy):
         state `set_state` received before then)."""
         if self._optimizers is None:
             self._optimizers = self.make_optimizers()
+            self.refresh_fast_plan()  # the NumPy learner binds to the optimizers
             # Parameter lists read once, not per update (see `_step`).
             self._optimizer_params = {name: optimizer_params(opt) for name, opt in self._optimizers.items()}
             pending, self._pending_optimizer_state = self._pending_optimizer_state, None
@@ -580,6 +610,7 @@ class TorchPolicy(Policy):
                 )
         # np.array copies: weights from Ray's object store arrive as read-only views.
         self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
+        self.refresh_fast_plan()
 
     def get_state(self) -> Dict[str, Any]:
         """Weights, counters, exploration, every optimizer (`{"optimizers": {name: ...}}`)
@@ -612,6 +643,7 @@ class TorchPolicy(Policy):
         if "rng" in state:
             self._set_rng_state(state["rng"])
         self.on_global_var_update({"timestep": self.global_timestep})
+        self.refresh_fast_plan()
 
     # --- export --------------------------------------------------------------------
     def export_model(self, export_dir: str, onnx: Optional[int] = None) -> str:

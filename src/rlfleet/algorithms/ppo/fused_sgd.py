@@ -18,7 +18,7 @@ policy is `PPOTorchPolicy` itself; the model a `FullyConnectedNetwork` of Linear
 tanh, ReLU or no activation, without pixel scaling or memory; the distribution Categorical
 (Discrete actions) or DiagGaussian (Box actions); float32 parameters on the CPU; one lean
 `Adam` over all of the model's parameters, without weight decay, AMSGrad or `maximize`;
-`use_critic`; no towers. Everything else keeps the torch path, as does a policy with `fused_sgd = False`.
+`use_critic`; no towers. Everything else keeps the torch path, as does `fast_path: "off"` (policy/fast_plan.py).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ torch path.
 activation, float32 on the CPU, no towers, rlfleet `Adam`s without weight decay, AMSGrad or
 `maximize`, and `_deterministic_loss` off; and only while torch runs on one thread (with more,
 torch's multi-threaded products are as fast or faster). Everything else keeps the torch
-path, as does a policy with `fused_update = False`.
+path, as does `fast_path: "off"` (policy/fast_plan.py).
 """
 from __future__ import annotations
 
