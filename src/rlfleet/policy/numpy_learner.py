@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 import torch
@@ -22,7 +22,8 @@ from rlfleet.fast.adam import adam_delta
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.fast.mlp import linear_stack, numpy_layers
 from rlfleet.policy.optim import Adam
-from rlfleet.policy.torch_policy import _gnorm_stat
+from rlfleet.policy import learning_loop
+from rlfleet.policy.learning_loop import Gradients
 
 def module_layers(module: nn.Module, grad_views: Optional[dict] = None):
     """`numpy_layers` of `module`'s `linear_stack` (check `nets_reason` first)."""
@@ -113,28 +114,38 @@ def nets_reason(policy, nets: Sequence[nn.Module], params: Dict[str, Sequence[to
     return None
 
 
+class NumpyGradients(Gradients):
+    """The gradients a NumPy learner wrote into its `FlatAdam`s' flat buffers, by name."""
+
+    def __init__(self, adams: Dict[str, FlatAdam]):
+        self.adams = adams
+
+    def norm(self, name: str) -> float:
+        return self.adams[name].norm()
+
+    def clip(self, name: str, max_norm: float) -> float:
+        norm = self.adams[name].norm()
+        self.adams[name].clip(max_norm, norm)
+        return norm
+
+    def step(self, name: str) -> None:
+        self.adams[name].step()
+
+    def guard(self, policy, losses: Dict[str, Any], norms: Dict[str, Any], stats: Dict[str, Any]) -> bool:
+        # Plain floats: checked here without building tensors; the guard sees the rare bad update.
+        if all(math.isfinite(losses[name]) and math.isfinite(norms[name]) for name in losses):
+            policy.nonfinite_guard.streak = 0
+            return True
+        return policy.nonfinite_guard.ok({k: torch.tensor(v) for k, v in losses.items()},
+                                         {k: torch.tensor(v) for k, v in norms.items()},
+                                         {k: torch.as_tensor(v) for k, v in stats.items()})
+
+
 def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, float], stats: Dict[str, Any]) -> bool:
-    """`TorchPolicy._step`'s end for the optimizers `adams` (those stepping, by name): each
-    gradient's norm, clipped to `grad_clip` (and reported) when set; the NaN guard over their
-    losses and norms; then every step, or none. Returns whether they stepped. The caller
-    `touch`es the optimizers once its updates are done (or have raised)."""
-    grad_clip = policy.config.get("grad_clip")
-    norms = {}
-    for name, adam in adams.items():
-        norms[name] = adam.norm()
-        if grad_clip is not None:
-            adam.clip(grad_clip, norms[name])
-            stats[_gnorm_stat(name)] = norms[name]
-    if all(math.isfinite(losses[name]) and math.isfinite(norms[name]) for name in adams):
-        policy.nonfinite_guard.streak = 0
-        for adam in adams.values():
-            adam.step()
-        policy.num_grad_updates += 1
-        return True
-    # The guard counts the skip (and raises after too many in a row).
-    policy.nonfinite_guard.ok({k: torch.tensor(losses[k]) for k in adams}, {k: torch.tensor(norms[k]) for k in adams},
-                              {k: torch.as_tensor(v) for k, v in stats.items()})
-    return False
+    """The learning loop's update tail (`learning_loop.clip_guard_and_step`) for the
+    optimizers `adams` (those stepping, by name). The caller `touch`es the optimizers once its
+    updates are done (or have raised)."""
+    return learning_loop.clip_guard_and_step(policy, NumpyGradients(adams), list(adams), losses, stats)
 
 
 class FusedUpdate(ABC):
@@ -156,9 +167,7 @@ class FusedUpdate(ABC):
 
     def learn_on_batch(self, samples) -> Dict[str, Any]:
         policy = self.policy
-        result: Dict[str, Any] = {}
-        if policy._learn_hook:
-            policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
+        result = learning_loop.start_result(policy, samples)
         columns = {k: t.numpy() for k, t in policy.to_tensors(samples).items()}
         self._bind()
         # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
@@ -168,13 +177,7 @@ class FusedUpdate(ABC):
         finally:  # also when the NaN guard raised after earlier writes
             for adam in self.adams.values():
                 adam.touch()
-        td_error = stats.pop("td_error")
-        # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
-        result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(
-            td_error, nan=0.0, posinf=0.0, neginf=0.0)
-        result["learner_stats"] = policy._learner_stats(stats)
-        result["num_nonfinite_updates"] = policy.nonfinite_guard.total
-        return result
+        return learning_loop.finish_result(policy, result, stats)
 
 
 def planned_fast_learner(policy, build: Callable[[Any], Any]) -> Optional[Any]:

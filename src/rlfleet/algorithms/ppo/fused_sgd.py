@@ -22,7 +22,7 @@ tanh, ReLU or no activation, without pixel scaling or memory; the distribution C
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 from torch import nn
@@ -34,6 +34,7 @@ from rlfleet.fast.distributions import (categorical_entropy_grad, categorical_en
                                         gaussian_kl_grads, gaussian_log_density, log_softmax, log_softmax_backward)
 from rlfleet.fast.mlp import backward, forward, linear_stack
 from rlfleet.policy.numpy_learner import FlatAdam, clip_guard_and_step, module_layers
+from rlfleet.policy.learning_loop import finish_result, sgd_passes, start_result
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
@@ -107,32 +108,19 @@ class FusedPPOSGD:
         """As `TorchPolicy.multi_epoch_sgd`: the same minibatches (the same permutations drawn
         from the policy's RNG), the same updates, the same result."""
         policy = self.policy
-        result: Dict[str, Any] = {}
-        if policy._learn_hook:
-            policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
+        result = start_result(policy, samples)
         cols = self._columns(samples)
         self._bind()
-        n = samples.count
-        minibatch_size = max(1, min(int(minibatch_size), n))
-        last_pass: List[Dict[str, float]] = []
         # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
         try:
             with single_threaded_blas(), np.errstate(all="ignore"):
-                for _ in range(int(num_sgd_iter)):
-                    order = policy.np_random.permutation(n) if shuffle else None
-                    rows = cols if minibatch_size >= n or not shuffle else {k: v[order] for k, v in cols.items()}
-                    last_pass = []
-                    for start in range(0, n, minibatch_size):
-                        end = min(start + minibatch_size, n)
-                        if end - start < minibatch_size // 2 and start > 0:
-                            continue
-                        last_pass.append(self._step({k: v[start:end] for k, v in rows.items()}))
+                last_pass = sgd_passes(policy, cols, samples.count, num_sgd_iter, minibatch_size, shuffle,
+                                       gather=lambda rows, order: {k: v[order] for k, v in rows.items()},
+                                       step=self._step)
         finally:  # the acting snapshot (`TorchPolicy._numpy_net`) is rebuilt, also after a raise
             self.adam.touch()
         stats = {k: float(np.mean(np.asarray([s[k] for s in last_pass], np.float32))) for k in last_pass[0]}
-        result["learner_stats"] = policy._learner_stats(stats)
-        result["num_nonfinite_updates"] = policy.nonfinite_guard.total
-        return result
+        return finish_result(policy, result, stats)
 
     def _columns(self, samples: SampleBatch) -> Dict[str, np.ndarray]:
         """The loss columns as float32 (actions: int64 for Categorical) NumPy arrays, checked
