@@ -90,3 +90,31 @@ def test_the_layer_scan_catches_upward_imports(tmp_path):
     found = dict(rlfleet_imports(fake, tmp_path))
     assert found == {1: "rlfleet.policy", 4: "rlfleet.trainer"}
     assert all(layer_of(t) > layer_of(module_name(fake, tmp_path)) for t in found.values())
+
+
+def _imports_graph() -> dict:
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        graph[module_name(path)] = {target for _, target in rlfleet_imports(path)}
+    return graph
+
+
+def test_fast_imports_only_utils_and_itself_and_sits_in_no_cycle():
+    """rlfleet/fast restates the maths in NumPy below the policies: it never reaches into a
+    policy, an algorithm or a model (models hand their layers over), and no import of its
+    modules (inside functions too) leads back to them."""
+    graph = _imports_graph()
+    fast = [m for m in graph if m == "rlfleet.fast" or m.startswith("rlfleet.fast.")]
+    assert fast
+    for mod in fast:
+        outside = sorted(t for t in graph[mod] if not t.startswith(("rlfleet.utils", "rlfleet.fast")))
+        assert not outside, f"{mod} imports {outside}"
+    for start in fast:
+        seen, todo = set(), [t for t in graph[start] if t in graph]
+        while todo:
+            mod = todo.pop()
+            if mod == start:
+                raise AssertionError(f"{start} is in an import cycle")
+            if mod not in seen:
+                seen.add(mod)
+                todo += [t for t in graph.get(mod, ()) if t in graph]
