@@ -46,6 +46,7 @@ class FlatAdam:
         params = self.flat.params
         sizes = [p.numel() for p in params]
         self.grad = np.zeros(sum(sizes), np.float32)
+        self.delta = np.empty_like(self.grad)  # the step's increment, reused
         self.offsets = np.cumsum([0] + sizes)
         self.grad_views = {id(p): self.grad[self.offsets[i]:self.offsets[i + 1]].reshape(p.shape)
                            for i, p in enumerate(params)}
@@ -85,7 +86,7 @@ class FlatAdam:
         self.steps += 1
         flat.count += 1
         delta = adam_delta(self.grad, self.exp_avg, self.exp_avg_sq, flat.count, beta1, beta2, group["lr"],
-                           group["eps"])
+                           group["eps"], out=self.delta)
         offsets = self.offsets
         for i, view in enumerate(self.param_views):
             view += delta[offsets[i]:offsets[i + 1]].reshape(view.shape)
