@@ -7,6 +7,7 @@ each update with `clip_guard_and_step` over a `Gradients` view of their optimize
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
@@ -24,18 +25,21 @@ def gnorm_stat(name: str) -> str:
     return "grad_gnorm" if name == DEFAULT_OPTIMIZER else f"{name}_gnorm"
 
 
-class Gradients:
+class Gradients(ABC):
     """The gradients of one update, per optimizer name: their norm, `clip_grad_norm`'s
     clipping (returning the norm before it), the step, and the NaN guard's check."""
 
+    @abstractmethod
     def norm(self, name: str) -> Any:
-        raise NotImplementedError
+        """The gradient's norm (finite exactly when every gradient is)."""
 
+    @abstractmethod
     def clip(self, name: str, max_norm: float) -> Any:
-        raise NotImplementedError
+        """Scales the gradient to at most `max_norm`; returns its norm before."""
 
+    @abstractmethod
     def step(self, name: str) -> None:
-        raise NotImplementedError
+        """The optimizer's step on the gradient."""
 
     def guard(self, policy, losses: Dict[str, Any], norms: Dict[str, Any], stats: Dict[str, Any]) -> bool:
         return policy.nonfinite_guard.ok(losses, norms, stats)
