@@ -4,7 +4,10 @@ structural change (weights or state set, optimizers rebuilt), never per update.
 
 The `fast_path` config key drives it: "auto" (the fast path wherever it computes the same
 update), "off" (torch everywhere) or "require" (a ValueError naming the reason where the
-learner cannot take the fast path).
+learner cannot take the fast path). The actor's path is reported, not required: only the
+fully connected Categorical / Gaussian policies (PG family) have a NumPy actor at all, and
+acting falls back per call (random exploration steps), so a requirement on it could only
+ever be met by some algorithms.
 
 `FAST_PATH_KEYS` classifies, per fast learner family and for the `model` dict, every config
 key as handled by the NumPy maths, making the learner fall back to torch (with a reason), or
@@ -237,12 +240,9 @@ def make_plan(policy) -> FastPathPlan:
     if learner_why is not None and fast_path_mode(policy.config) == "require":
         raise ValueError(f"fast_path='require', but the NumPy learner cannot serve {type(policy).__name__} "
                          f"{policy.policy_id!r}: {learner_why}; set fast_path to 'auto' to fall back to torch")
-    if policy.acts_with_numpy():
-        actor, actor_why = NUMPY, "a fully connected model with Categorical / DiagGaussian actions"
-    elif fast_path_mode(policy.config) == "off":
-        actor, actor_why = TORCH, "fast_path is 'off'"
-    else:
-        actor, actor_why = TORCH, actor_reason(policy) or "a GPU, a recurrent model or layers NumPy cannot copy"
+    actor_why = policy.numpy_actor_reason()
+    actor = NUMPY if actor_why is None else TORCH
+    actor_why = actor_why or "a fully connected model with Categorical / DiagGaussian actions"
     return FastPathPlan(actor, actor_why, NUMPY if learner_why is None else TORCH,
                         learner_why or f"the NumPy {policy.fast_learner_family} learner computes the same update")
 

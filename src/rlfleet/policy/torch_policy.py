@@ -25,7 +25,7 @@ from rlfleet.models.distributions import Categorical
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.fast.distributions import categorical_logp, gaussian_logp, sample_numpy
 from rlfleet.fast.inference import ChunkActor, NumpyMLPInference
-from rlfleet.policy.fast_plan import FastPathPlan, fast_path_mode, make_plan, supports_fast_path
+from rlfleet.policy.fast_plan import FastPathPlan, actor_reason, fast_path_mode, make_plan, supports_fast_path
 from rlfleet.policy.learning_loop import DEFAULT_OPTIMIZER, finish_result, sgd_passes, start_result, torch_step
 from rlfleet.policy.nan_guard import NonFiniteGuard
 from rlfleet.policy.optim import build_adam, check_adam_options, optimizer_params
@@ -152,9 +152,13 @@ class TorchPolicy(Policy):
         networks and optimizers go (None: it can); subclasses with one override it."""
         return None
 
-    def acts_with_numpy(self) -> bool:
-        """Whether acting may run on the NumPy snapshot of the model."""
-        return self._fast_ok
+    def numpy_actor_reason(self) -> Optional[str]:
+        """Why acting cannot run on the NumPy snapshot of the model (None: it can)."""
+        if self._fast_ok:
+            return None
+        if fast_path_mode(self.config) == "off":
+            return "fast_path is 'off'"
+        return actor_reason(self) or "a GPU, a recurrent model or layers NumPy cannot copy"
 
     @property
     def fast_plan(self) -> FastPathPlan:
