@@ -69,7 +69,8 @@ def main() -> None:
         rates = {"fused": [], "torch": []}
         for _ in range(args.rounds):
             for path in ("fused", "torch"):
-                policy.fused_sgd = path == "fused"
+                policy.config["fast_path"] = "auto" if path == "fused" else "off"
+                policy.refresh_fast_plan()
                 policy.set_weights(weights)
                 start = time.perf_counter()
                 policy.multi_epoch_sgd(batch.copy(), cfg["num_sgd_iter"], cfg["sgd_minibatch_size"])
@@ -111,7 +112,8 @@ def _off_policy(case: str, rounds: int, threads: int) -> None:
     rates = {"fused": [], "torch": []}
     for _ in range(rounds):
         for path in ("fused", "torch"):
-            policy.fused_update = path == "fused"
+            policy.config["fast_path"] = "auto" if path == "fused" else "off"
+            policy.refresh_fast_plan()
             start = time.perf_counter()
             for batch in batches:
                 policy.learn_on_batch(batch)

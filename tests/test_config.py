@@ -37,7 +37,7 @@ REFERENCE_TOP_LEVEL_KEYS = [
     "input_evaluation", "postprocess_inputs", "shuffle_buffer_size", "output",
     "output_compress_columns", "output_max_file_size", "multiagent", "logger_config",
 ]
-RLFLEET_EXTRA_KEYS = ["recreate_failed_workers", "disable_env_checking", "max_nonfinite_updates",
+RLFLEET_EXTRA_KEYS = ["recreate_failed_workers", "disable_env_checking", "max_nonfinite_updates", "fast_path",
                       # Added by the reference during 1.x, after the spec (issue 26).
                       "evaluation_duration", "evaluation_duration_unit", "always_attach_evaluation_results",
                       "keep_per_episode_custom_metrics", "_disable_preprocessor_api",

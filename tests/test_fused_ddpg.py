@@ -42,8 +42,7 @@ def test_fused_ddpg_matches_torch(case):
     trainer_cls, env_id, config = CASES[case]
     needs_mujoco(env_id)
     env = gym.make(env_id)
-    fused, plain = _policy(trainer_cls, env, **config), _policy(trainer_cls, env, **config)
-    plain.fused_update = False
+    fused, plain = _policy(trainer_cls, env, **config), _policy(trainer_cls, env, fast_path="off", **config)
     assert unsupported_reason(fused) is None
     plain.set_weights(fused.get_weights())
 

@@ -33,8 +33,7 @@ CASES = {
 def test_fused_dqn_matches_torch(case):
     env_id, config = CASES[case]
     env = gym.make(env_id)
-    fused, plain = _policy(env, **config), _policy(env, **config)
-    plain.fused_update = False
+    fused, plain = _policy(env, **config), _policy(env, fast_path="off", **config)
     assert unsupported_reason(fused) is None
     plain.set_weights(fused.get_weights())
     updates = 0

@@ -77,8 +77,7 @@ def test_fused_sac_matches_torch(case):
     env = gym.make(env_id)
     config = {"Q_model": {"fcnet_hiddens": [32, 32]}, "policy_model": {"fcnet_hiddens": [32, 32]}, **overrides}
     fused = _policy(env.observation_space, env.action_space, **config)
-    plain = _policy(env.observation_space, env.action_space, **config)
-    plain.fused_update = False
+    plain = _policy(env.observation_space, env.action_space, fast_path="off", **config)
     assert unsupported_reason(fused) is None
     plain.set_weights(fused.get_weights())
     out_f, out_p = train_side_by_side(fused, plain, _transitions(env_id, 512), updates=30, seed=1,

@@ -19,8 +19,8 @@ BASE = {"num_workers": 0, "seed": 3, "num_envs_per_worker": 2, "rollout_fragment
 
 def _pair(env, overrides):
     fused = PPOTrainer(env=env, config={**BASE, **overrides, "model": {**BASE["model"], **overrides.get("model", {})}})
-    plain = PPOTrainer(env=env, config={**BASE, **overrides, "model": {**BASE["model"], **overrides.get("model", {})}})
-    plain.get_policy().fused_sgd = False
+    plain = PPOTrainer(env=env, config={**BASE, **overrides, "fast_path": "off",
+                                        "model": {**BASE["model"], **overrides.get("model", {})}})
     return fused, plain
 
 
@@ -61,7 +61,7 @@ def test_fused_update_matches_torch(case):
             info_p = pp.multi_epoch_sgd(batch.copy(), 3, 64)
         assert pf._fused is not None and pp._fused is None  # each took its own path
         # The sampler acts with the trained weights (its NumPy snapshot was rebuilt).
-        np.testing.assert_array_equal(pf._numpy_net().trunk[0][2], pf.model.trunk[0].weight.detach().numpy())
+        np.testing.assert_array_equal(pf._numpy_net().trunk.layers[0][2], pf.model.trunk[0].weight.detach().numpy())
         assert_same_learner_state(pf, pp, info_f["learner_stats"], info_p["learner_stats"],
                                   weight_tol=(1e-4, 2e-6), moment_rtol=1e-3, stats_rel=1e-4)
         assert pf.num_grad_updates == pp.num_grad_updates == 2 * 3 * 4
@@ -138,6 +138,6 @@ def test_acting_snapshot_follows_updates_made_before_the_nan_guard_raised():
         with pytest.raises(NonFiniteUpdateError):
             policy.multi_epoch_sgd(batch, 1, 64, shuffle=False)
         assert policy.num_grad_updates == 2
-        np.testing.assert_array_equal(policy._numpy_net().trunk[0][2], policy.model.trunk[0].weight.detach().numpy())
+        np.testing.assert_array_equal(policy._numpy_net().trunk.layers[0][2], policy.model.trunk[0].weight.detach().numpy())
     finally:
         trainer.stop()

@@ -1,6 +1,6 @@
 """The folder layout is the architecture: a module never imports one of a higher layer.
 
-utils <- models, env, exploration <- policy <- rollout, replay, offline, config
+utils <- models, fast, env, exploration <- policy <- rollout, replay, offline, config
 <- trainer, evaluation, checkpoint, ... <- algorithms <- tune, cli
 
 (DESIGN.md's layer line.) Two top-level modules sit on layer 0 beside utils: `registry.py`

@@ -12,7 +12,9 @@ from rlfleet.algorithms.pg import PGTrainer
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.config import validate_config
 from rlfleet.models.distributions import Categorical, DiagGaussian
-from rlfleet.policy.fast_inference import NumpyMLPInference, sample_numpy, supports_fast_path
+from rlfleet.fast.distributions import sample_numpy
+from rlfleet.fast.inference import NumpyMLPInference
+from rlfleet.policy.fast_plan import supports_fast_path
 from rlfleet.policy.sample_batch import SampleBatch
 
 SB = SampleBatch

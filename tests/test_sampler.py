@@ -274,7 +274,7 @@ def test_tuple_obs_and_box_actions():
     assert np.isfinite(b[SB.ADVANTAGES]).all()
 
 
-# --- the fast path (policy/fast_inference.ChunkActor) -----------------------------------------
+# --- the fast path (rlfleet/fast/inference.ChunkActor) -----------------------------------------
 def _log_softmax(x):
     x = x.astype(np.float64)
     top = x.max(1, keepdims=True)
@@ -304,7 +304,7 @@ def test_fast_path_columns_match_the_torch_policy(num_envs):
 
 def test_fast_path_actions_follow_the_softmax():
     """Gumbel-max noise drawn per chunk: action frequencies match the policy's probabilities."""
-    from rlfleet.policy.fast_inference import ChunkActor
+    from rlfleet.fast.inference import ChunkActor
 
     class FixedNet:
         num_outputs = 3
@@ -373,7 +373,7 @@ def test_fast_path_not_used_where_it_would_change_behaviour():
 
 
 def test_single_threaded_blas_restores_the_thread_count():
-    from rlfleet.policy import fast_inference
+    from rlfleet.fast import blas as fast_inference
 
     with fast_inference.single_threaded_blas():
         pass

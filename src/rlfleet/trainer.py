@@ -252,7 +252,17 @@ class Trainer(TrainerPolicies):
         recover_workers((("rollout", self.workers), ("evaluation", self.evaluation_workers)), self.config,
                         from_worker=self.workers.local_worker(), global_vars=self._global_vars())
 
+    def _report_fast_paths(self, learner_info: Dict[str, Any]) -> None:
+        """Puts each learning policy's fast path plan (policy/fast_plan.py) next to its stats:
+        `info/learner/<pid>/fast_path` ("numpy" or "torch") and `fast_path_reason`."""
+        for pid, info in learner_info.items():
+            policy = self.get_policy(pid) if isinstance(info, dict) else None
+            plan = getattr(policy, "fast_plan", None)
+            if plan is not None:
+                info.update(plan.report())
+
     def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
+        self._report_fast_paths(learner_info)
         new_episodes, perfs = self.workers.collect_metrics(self.config.get("collect_metrics_timeout"))
         result = self._episodes.add(new_episodes)
         now = datetime.now()

@@ -149,6 +149,10 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           "(finite) after the first episode; env errors still say where they happened.", boolean),
         K("max_nonfinite_updates", 5, "Gradient updates with a NaN/inf loss or gradient are skipped (counted as "
           "info/learner/<policy>/num_nonfinite_updates); more than this many in a row raise.", int_at_least(0)),
+        K("fast_path", "auto", "The NumPy fast paths for acting and learning (PPO, SAC, DDPG/TD3, DQN on small fully "
+          "connected nets): 'auto' where they compute the same update as torch, 'off' torch everywhere, 'require' "
+          "raise where the learner cannot take it; reported as info/learner/<policy>/fast_path and "
+          "fast_path_reason.", one_of("auto", "off", "require")),
         K("keep_per_episode_custom_metrics", False, "The reference's per-episode lists of custom metrics; only "
           "False (custom_metrics hold <name>_mean/_min/_max).",
           not_available("custom metrics are summarized as <name>_mean/_min/_max", False)),

@@ -47,6 +47,8 @@ class ActionDistribution:
 class Categorical(ActionDistribution):
     """Categorical over logits `[B, n]`."""
 
+    numpy_kind = "categorical"  # rlfleet.fast.distributions restates it in NumPy
+
     def __init__(self, inputs: torch.Tensor, model=None):
         super().__init__(inputs, model)
         self.log_probs = F.log_softmax(inputs, dim=-1)
@@ -103,6 +105,8 @@ class MultiCategorical(ActionDistribution):
 
 class DiagGaussian(ActionDistribution):
     """Diagonal Gaussian; `inputs` holds the means then the log standard deviations."""
+
+    numpy_kind = "gaussian"  # rlfleet.fast.distributions restates it in NumPy
 
     def __init__(self, inputs: torch.Tensor, model=None):
         super().__init__(inputs, model)

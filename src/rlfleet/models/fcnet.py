@@ -1,12 +1,13 @@
 """Fully connected policy/value network (`fcnet_hiddens`, `vf_share_layers`, `free_log_std`)."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 from torch import nn
 
+from rlfleet.fast.mlp import LinearStack, linear_stack
 from rlfleet.models.torch_model import TorchModel, pixel_scaling
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "swish": nn.SiLU, "silu": nn.SiLU, "elu": nn.ELU}
@@ -111,6 +112,19 @@ class FullyConnectedNetwork(TorchModel):
         if self.free_log_std and hasattr(self, "log_std"):
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
         return out, state
+
+    def linear_stacks(self) -> Dict[str, Optional[LinearStack]]:
+        """The parts' layers for the NumPy fast paths (`rlfleet.fast.mlp`): trunk, logits,
+        value head, and the value trunk when the value net is separate (without one the value
+        head reads the trunk's features); a part that is no linear stack is None."""
+        parts = {"trunk": self.trunk, "logits": self.logits, "value_head": self.value_head}
+        if self.value_trunk is not None:
+            parts["value_trunk"] = self.value_trunk
+        return {name: linear_stack(module) for name, module in parts.items()}
+
+    def log_std_parameter(self) -> Optional[nn.Parameter]:
+        """The state-independent log-std appended to the outputs (`free_log_std`), or None."""
+        return self.log_std if self.free_log_std and hasattr(self, "log_std") else None
 
     def value_function(self):
         if self.value_trunk is None:

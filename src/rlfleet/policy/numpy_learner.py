@@ -1,5 +1,6 @@
-"""The pieces of a learner written out in NumPy: MLP passes with hand-written backward, and
-`Adam`'s update on an optimizer's own flat buffers.
+"""The policy side of the NumPy learners: `Adam`'s update on an optimizer's own flat buffers
+(the arithmetic is `rlfleet.fast.adam`'s), the gates over networks and optimizers, and the
+clip / NaN-guard / step tail (the maths itself lives in `rlfleet.fast`).
 
 Why: for the small fully connected nets most RL runs train, a torch update costs more in
 per-op dispatch and autograd bookkeeping than in arithmetic (issue 16). The fused updates
@@ -11,82 +12,22 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from rlfleet.policy.fast_inference import single_threaded_blas
+from rlfleet.fast.adam import adam_delta
+from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.fast.mlp import linear_stack, numpy_layers
 from rlfleet.policy.optim import Adam
-from rlfleet.policy.torch_policy import _gnorm_stat
+from rlfleet.policy import learning_loop
+from rlfleet.policy.learning_loop import Gradients
 
-_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
-
-
-def linear_stack(module: nn.Module) -> Optional[List[Tuple[nn.Linear, Optional[str]]]]:
-    """`[(linear, activation name or None)]` of a Linear, an Identity or a Sequential of
-    Linear layers each followed by at most one tanh / ReLU; None for anything else."""
-    if isinstance(module, nn.Identity):
-        return []
-    mods = [module] if isinstance(module, nn.Linear) else list(module) if isinstance(module, nn.Sequential) else None
-    if mods is None:
-        return None
-    layers: List[List[Any]] = []
-    for m in mods:
-        if type(m) is nn.Linear:
-            layers.append([m, None])
-        elif type(m) in _ACTIVATIONS and layers and layers[-1][1] is None:
-            layers[-1][1] = _ACTIVATIONS[type(m)]
-        else:
-            return None
-    return [(lin, act) for lin, act in layers]
-
-
-def numpy_layers(module: nn.Module, grad_views: Optional[dict] = None):
-    """`(layers, grads)`: `[(W, b, activation)]` as NumPy views of `module`'s parameters (a
-    `linear_stack`), and each layer's `(dW, db)` views from `grad_views` (`{id(param): view}`;
-    None: no gradients, e.g. for frozen or target nets)."""
-    stack = linear_stack(module)
-    layers = [(lin.weight.detach().numpy(), lin.bias.detach().numpy(), act) for lin, act in stack]
-    grads = None if grad_views is None else [(grad_views[id(lin.weight)], grad_views[id(lin.bias)])
-                                             for lin, _ in stack]
-    return layers, grads
-
-
-def forward(layers, x: np.ndarray) -> List[np.ndarray]:
-    """The input and every layer's output (after its activation)."""
-    outs = [x]
-    for w, b, act in layers:
-        x = x @ w.T
-        x += b
-        if act == "tanh":
-            np.tanh(x, out=x)
-        elif act == "relu":
-            np.maximum(x, 0.0, out=x)
-        outs.append(x)
-    return outs
-
-
-def backward(layers, grads, outs: List[np.ndarray], d: np.ndarray, need_input_grad: bool) -> Optional[np.ndarray]:
-    """Backpropagates `d` (the gradient of the last output of `forward(layers, ...)`, whose
-    `outs` these are) through `layers`; writes each weight and bias gradient into `grads`'
-    views (None: only the input's gradient is wanted); returns the input's gradient."""
-    for i in range(len(layers) - 1, -1, -1):
-        w, _, act = layers[i]
-        out = outs[i + 1]
-        if act == "tanh":  # torch's tanh_backward: d * (1 - y^2)
-            d = d * (1.0 - out * out)
-        elif act == "relu":  # threshold_backward on the output
-            d = d * (out > 0)
-        if grads is not None:
-            gw, gb = grads[i]
-            np.matmul(d.T, outs[i], out=gw)
-            np.sum(d, axis=0, out=gb)
-        if i == 0 and not need_input_grad:
-            return None
-        d = d @ w
-    return d
+def module_layers(module: nn.Module, grad_views: Optional[dict] = None):
+    """`numpy_layers` of `module`'s `linear_stack` (check `nets_reason` first)."""
+    return numpy_layers(linear_stack(module), grad_views)
 
 
 class FlatAdam:
@@ -105,6 +46,7 @@ class FlatAdam:
         params = self.flat.params
         sizes = [p.numel() for p in params]
         self.grad = np.zeros(sum(sizes), np.float32)
+        self.delta = np.empty_like(self.grad)  # the step's increment, reused
         self.offsets = np.cumsum([0] + sizes)
         self.grad_views = {id(p): self.grad[self.offsets[i]:self.offsets[i + 1]].reshape(p.shape)
                            for i, p in enumerate(params)}
@@ -141,19 +83,10 @@ class FlatAdam:
     def step(self) -> None:
         group, flat = self.group, self.flat
         beta1, beta2 = group["betas"]
-        lr, eps = group["lr"], group["eps"]
-        grad, exp_avg, exp_avg_sq = self.grad, self.exp_avg, self.exp_avg_sq
         self.steps += 1
         flat.count += 1
-        step = flat.count
-        exp_avg += np.float32(1 - beta1) * (grad - exp_avg)  # lerp_(grad, 1 - beta1)
-        exp_avg_sq *= np.float32(beta2)
-        exp_avg_sq += np.float32(1 - beta2) * grad * grad
-        denom = np.sqrt(exp_avg_sq)
-        denom /= np.float32((1 - beta2 ** step) ** 0.5)
-        denom += np.float32(eps)
-        delta = exp_avg * np.float32(-lr / (1 - beta1 ** step))
-        delta /= denom
+        delta = adam_delta(self.grad, self.exp_avg, self.exp_avg_sq, flat.count, beta1, beta2, group["lr"],
+                           group["eps"], out=self.delta)
         offsets = self.offsets
         for i, view in enumerate(self.param_views):
             view += delta[offsets[i]:offsets[i + 1]].reshape(view.shape)
@@ -182,28 +115,38 @@ def nets_reason(policy, nets: Sequence[nn.Module], params: Dict[str, Sequence[to
     return None
 
 
+class NumpyGradients(Gradients):
+    """The gradients a NumPy learner wrote into its `FlatAdam`s' flat buffers, by name."""
+
+    def __init__(self, adams: Dict[str, FlatAdam]):
+        self.adams = adams
+
+    def norm(self, name: str) -> float:
+        return self.adams[name].norm()
+
+    def clip(self, name: str, max_norm: float) -> float:
+        norm = self.adams[name].norm()
+        self.adams[name].clip(max_norm, norm)
+        return norm
+
+    def step(self, name: str) -> None:
+        self.adams[name].step()
+
+    def guard(self, policy, losses: Dict[str, Any], norms: Dict[str, Any], stats: Dict[str, Any]) -> bool:
+        # Plain floats: checked here without building tensors; the guard sees the rare bad update.
+        if all(math.isfinite(losses[name]) and math.isfinite(norms[name]) for name in losses):
+            policy.nonfinite_guard.streak = 0
+            return True
+        return policy.nonfinite_guard.ok({k: torch.tensor(v) for k, v in losses.items()},
+                                         {k: torch.tensor(v) for k, v in norms.items()},
+                                         {k: torch.as_tensor(v) for k, v in stats.items()})
+
+
 def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, float], stats: Dict[str, Any]) -> bool:
-    """`TorchPolicy._step`'s end for the optimizers `adams` (those stepping, by name): each
-    gradient's norm, clipped to `grad_clip` (and reported) when set; the NaN guard over their
-    losses and norms; then every step, or none. Returns whether they stepped. The caller
-    `touch`es the optimizers once its updates are done (or have raised)."""
-    grad_clip = policy.config.get("grad_clip")
-    norms = {}
-    for name, adam in adams.items():
-        norms[name] = adam.norm()
-        if grad_clip is not None:
-            adam.clip(grad_clip, norms[name])
-            stats[_gnorm_stat(name)] = norms[name]
-    if all(math.isfinite(losses[name]) and math.isfinite(norms[name]) for name in adams):
-        policy.nonfinite_guard.streak = 0
-        for adam in adams.values():
-            adam.step()
-        policy.num_grad_updates += 1
-        return True
-    # The guard counts the skip (and raises after too many in a row).
-    policy.nonfinite_guard.ok({k: torch.tensor(losses[k]) for k in adams}, {k: torch.tensor(norms[k]) for k in adams},
-                              {k: torch.as_tensor(v) for k, v in stats.items()})
-    return False
+    """The learning loop's update tail (`learning_loop.clip_guard_and_step`) for the
+    optimizers `adams` (those stepping, by name). The caller `touch`es the optimizers once its
+    updates are done (or have raised)."""
+    return learning_loop.clip_guard_and_step(policy, NumpyGradients(adams), list(adams), losses, stats)
 
 
 class FusedUpdate(ABC):
@@ -225,9 +168,7 @@ class FusedUpdate(ABC):
 
     def learn_on_batch(self, samples) -> Dict[str, Any]:
         policy = self.policy
-        result: Dict[str, Any] = {}
-        if policy._learn_hook:
-            policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
+        result = learning_loop.start_result(policy, samples)
         columns = {k: t.numpy() for k, t in policy.to_tensors(samples).items()}
         self._bind()
         # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
@@ -237,27 +178,17 @@ class FusedUpdate(ABC):
         finally:  # also when the NaN guard raised after earlier writes
             for adam in self.adams.values():
                 adam.touch()
-        td_error = stats.pop("td_error")
-        # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
-        result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(
-            td_error, nan=0.0, posinf=0.0, neginf=0.0)
-        result["learner_stats"] = policy._learner_stats(stats)
-        result["num_nonfinite_updates"] = policy.nonfinite_guard.total
-        return result
+        return learning_loop.finish_result(policy, result, stats)
 
 
-def single_thread_fused(policy, build: Callable[[Any], FusedUpdate],
-                        unsupported_reason: Callable[[Any], Optional[str]]) -> Optional[FusedUpdate]:
-    """`policy`'s fused update (built once with `build`) where it may run: the policy's
-    `fused_update` is set, torch runs on one thread (with more, torch's multi-threaded
-    products are as fast or faster, and OpenBLAS's threads stall on a busy machine), and
-    `unsupported_reason(policy)` is None. None otherwise: the torch path."""
-    if not policy.fused_update or torch.get_num_threads() != 1 or unsupported_reason(policy) is not None:
+def planned_fast_learner(policy, build: Callable[[Any], Any]) -> Optional[Any]:
+    """`policy`'s NumPy learner (built once with `build`) where its plan picked it
+    (`policy.fast_plan`); None: the torch path."""
+    if policy.fast_plan.learner != "numpy":
         return None
     if policy._fused is None:
         policy._fused = build(policy)
     return policy._fused
 
 
-__all__ = ["FlatAdam", "FusedUpdate", "backward", "clip_guard_and_step", "forward", "linear_stack", "nets_reason",
-           "numpy_layers", "single_thread_fused"]
+__all__ = ["FlatAdam", "FusedUpdate", "clip_guard_and_step", "module_layers", "nets_reason", "planned_fast_learner"]

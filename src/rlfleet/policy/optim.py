@@ -22,6 +22,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import torch
 
+from rlfleet.fast.adam import adam_delta
+
 # Adam's keyword arguments and defaults, in `torch.optim.Adam`'s order (its `param_groups`
 # and state dicts carry exactly these keys).
 ADAM_DEFAULTS: Dict[str, Any] = {
@@ -170,7 +172,7 @@ class Adam:
     def flat_group_state(self, index: int = 0) -> Optional["_Flat"]:
         """Group `index`'s moments and step counts as flat buffers (built on first use, with
         any existing state copied in), for an update computed outside this class (the fused
-        PPO learner, `rlfleet.algorithms.ppo.fused_sgd`), which must then advance `steps` and
+        NumPy learners, `rlfleet.policy.numpy_learner.FlatAdam`), which must then advance `steps` and
         `count` itself. None when the group does not fit them: mixed dtypes or devices, or
         parameters that took different numbers of steps."""
         group = self.param_groups[index]
@@ -205,6 +207,13 @@ class Adam:
                 torch._foreach_mul_(params, 1 - lr * weight_decay)
             else:
                 grad.add_(torch.cat([p.detach().reshape(-1) for p in params]), alpha=weight_decay)
+        step = flat.count
+        if flat.max_exp_avg_sq is None and grad.device.type == "cpu" and grad.dtype == torch.float32:
+            # The NumPy learners' arithmetic (`rlfleet.fast.adam`), on NumPy views of the buffers.
+            adam_delta(grad.numpy(), flat.exp_avg.numpy(), flat.exp_avg_sq.numpy(), step, beta1, beta2, lr, eps,
+                       out=flat.delta.numpy())
+            torch._foreach_add_(params, flat.delta_views)
+            return
         flat.exp_avg.lerp_(grad, 1 - beta1)
         flat.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         if flat.max_exp_avg_sq is not None:
@@ -212,7 +221,6 @@ class Adam:
             denom = flat.max_exp_avg_sq.sqrt()
         else:
             denom = flat.exp_avg_sq.sqrt()
-        step = flat.count
         denom.div_((1 - beta2 ** step) ** 0.5).add_(eps)
         # `param.addcdiv_(exp_avg, denom, value=v)` computes `param + v * exp_avg / denom`
         # left to right; so does this, with the product and quotient done once, flat.

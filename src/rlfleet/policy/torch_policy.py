@@ -22,10 +22,13 @@ import torch
 from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.models.distributions import Categorical
-from rlfleet.policy.fast_inference import (ChunkActor, NumpyMLPInference, categorical_logp, gaussian_logp,
-                                           sample_numpy, single_threaded_blas, supports_fast_path)
-from rlfleet.policy.nan_guard import NonFiniteGuard, grad_norm
-from rlfleet.policy.optim import build_adam, check_adam_options, clip_grad_norm, optimizer_params
+from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.fast.distributions import categorical_logp, gaussian_logp, sample_numpy
+from rlfleet.fast.inference import ChunkActor, NumpyMLPInference
+from rlfleet.policy.fast_plan import FastPathPlan, actor_reason, fast_path_mode, make_plan, supports_fast_path
+from rlfleet.policy.learning_loop import DEFAULT_OPTIMIZER, finish_result, sgd_passes, start_result, torch_step
+from rlfleet.policy.nan_guard import NonFiniteGuard
+from rlfleet.policy.optim import build_adam, check_adam_options, optimizer_params
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
 from rlfleet.utils.compression import decompress_columns
@@ -35,8 +38,6 @@ from rlfleet.utils.schedules import make_schedule
 from rlfleet.utils.seeding import derive_seed
 
 
-# The optimizer `make_optimizers` builds by default, at `lr` (the one `lr_schedule` drives).
-DEFAULT_OPTIMIZER = "default"
 
 
 def _obs_array(obs) -> np.ndarray:
@@ -125,7 +126,10 @@ class TorchPolicy(Policy):
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
         # The NumPy fast path reads CPU weights; on a GPU, acting runs there with torch.
-        self._fast_ok = supports_fast_path(self) and self.device.type == "cpu"
+        self._fast_ok = (supports_fast_path(self) and self.device.type == "cpu"
+                         and fast_path_mode(config) != "off")
+        self._fast_plan: Optional[FastPathPlan] = None
+        self._fused: Any = None  # the NumPy learner, built once the plan picks it
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
         self._init_recurrence(config["model"])
@@ -138,6 +142,36 @@ class TorchPolicy(Policy):
         model = ModelCatalog.get_model(self.observation_space, self.action_space, num_outputs, self.config["model"],
                                        name=f"{self.policy_id}_model")
         return dist_class, model
+
+    # --- the fast path plan ------------------------------------------------------------
+    # The `FAST_PATH_KEYS` family of the subclass's NumPy learner (policy/fast_plan.py); None: none.
+    fast_learner_family: Optional[str] = None
+
+    def fast_learner_reason(self) -> Optional[str]:
+        """Why the NumPy learner cannot stand in for this policy's torch update as far as its
+        networks and optimizers go (None: it can); subclasses with one override it."""
+        return None
+
+    def numpy_actor_reason(self) -> Optional[str]:
+        """Why acting cannot run on the NumPy snapshot of the model (None: it can)."""
+        if self._fast_ok:
+            return None
+        if fast_path_mode(self.config) == "off":
+            return "fast_path is 'off'"
+        return actor_reason(self) or "a GPU, a recurrent model or layers NumPy cannot copy"
+
+    @property
+    def fast_plan(self) -> FastPathPlan:
+        """Where this policy acts and learns (see policy/fast_plan.py), computed once and again
+        after `refresh_fast_plan` (weights, state or optimizers replaced)."""
+        if self._fast_plan is None:
+            self._fast_plan = make_plan(self)
+        return self._fast_plan
+
+    def refresh_fast_plan(self) -> None:
+        """Drops the plan (and the NumPy learner built for it): the next use recomputes them."""
+        self._fast_plan = None
+        self._fused = None
 
     # --- optimizers ------------------------------------------------------------------
     def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
@@ -165,6 +199,7 @@ class TorchPolicy(Policy):
         state `set_state` received before then)."""
         if self._optimizers is None:
             self._optimizers = self.make_optimizers()
+            self.refresh_fast_plan()  # the NumPy learner binds to the optimizers
             # Parameter lists read once, not per update (see `_step`).
             self._optimizer_params = {name: optimizer_params(opt) for name, opt in self._optimizers.items()}
             pending, self._pending_optimizer_state = self._pending_optimizer_state, None
@@ -415,68 +450,12 @@ class TorchPolicy(Policy):
         return {c: to_device(_tensor(batch[c]), self.device) for c in columns}
 
     def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-        """One gradient update: every optimizer `optimizers_to_step()` names steps on its own
-        loss's gradient (clipped to `grad_clip`), unless a loss or gradient is not finite:
-        then none steps (see policy/nan_guard.py). Returns the detached stats.
-
-        With several towers (towers.py) `tensors` may be a `ShardedBatch`; each tower
-        backpropagates its shard and the gradients are combined before the step."""
-        names = self.optimizers_to_step()
-        if self.towers is not None:
-            for name in names:
-                self.optimizers[name].zero_grad(set_to_none=True)
-            losses, stats = self.towers.gradients(self, tensors, names)
-        else:
-            if self.is_recurrent():
-                tensors = {k: v.reshape(-1, *v.shape[2:]) if k in self._seq_row_columns else v
-                           for k, v in tensors.items()}
-            losses, stats = self.loss(self.model, self.dist_class, tensors)
-            losses = self._losses_by_optimizer(losses, names)
-            for name in names:
-                self.optimizers[name].zero_grad(set_to_none=True)
-            self._backward(losses, names)
-        self.reduce_gradients(names)
-        grad_clip = self.config.get("grad_clip")
-        norms = {}
-        for name in names:
-            params = self._optimizer_params[name]
-            if grad_clip is not None:
-                norms[name] = stats[_gnorm_stat(name)] = clip_grad_norm(params, grad_clip)
-            else:
-                norms[name] = grad_norm(params)
-        if self.nonfinite_guard.ok({name: losses[name] for name in names}, norms, stats):
-            for name in names:
-                self.optimizers[name].step()
-            self.num_grad_updates += 1
-        return {k: v.detach() if torch.is_tensor(v) else torch.as_tensor(v) for k, v in stats.items()}
+        """One gradient update with autograd (`learning_loop.torch_step`)."""
+        return torch_step(self, tensors)
 
     def reduce_gradients(self, names: List[str]) -> None:
         """Called between backprop and the optimizers' step, with the gradients in the
         parameters of the optimizers `names`; DD-PPO all-reduces them across its workers."""
-
-    def _losses_by_optimizer(self, losses, names: List[str]) -> Dict[str, torch.Tensor]:
-        if not isinstance(losses, dict):
-            if len(self.optimizers) != 1:
-                raise ValueError(f"{type(self).__name__}.loss returned one loss tensor, but the policy has several "
-                                 f"optimizers {sorted(self.optimizers)}: return {{name: loss}} for them")
-            return {next(iter(self.optimizers)): losses}
-        missing = [name for name in names if name not in losses]
-        if missing:
-            raise ValueError(f"{type(self).__name__}.loss returned losses {sorted(losses)}, but the optimizers "
-                             f"{missing} are to step: return a loss for every name of make_optimizers()")
-        return losses
-
-    def _backward(self, losses: Dict[str, torch.Tensor], names: List[str]) -> None:
-        """Gradients of each loss into its own optimizer's parameters only (`inputs=`), so
-        losses that share a forward pass (an actor loss through the critic) never leak
-        gradient into another optimizer's parameters."""
-        if len(names) == 1:
-            losses[names[0]].backward()
-            return
-        for i, name in enumerate(names):
-            params = [p for p in self._optimizer_params[name] if p.requires_grad]
-            if params:
-                torch.autograd.backward(losses[name], inputs=params, retain_graph=i < len(names) - 1)
 
     def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
         """One gradient update on the whole of `samples`.
@@ -485,18 +464,8 @@ class TorchPolicy(Policy):
             `{"learner_stats": {...}}`, plus `"td_error"` (per sample, NumPy) when the loss
             reports one (off-policy trainers update replay priorities with it).
         """
-        result: Dict[str, Any] = {}
-        if self._learn_hook:
-            self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
-        stats = self._step(self.to_tensors(samples))
-        if "td_error" in stats:
-            td_error = stats.pop("td_error").cpu().numpy()
-            # A skipped update's NaN TD errors must not reach replay priorities (NaN sum trees).
-            result["td_error"] = td_error if np.isfinite(td_error).all() else np.nan_to_num(
-                td_error, nan=0.0, posinf=0.0, neginf=0.0)
-        result["learner_stats"] = self._learner_stats({k: float(v) for k, v in stats.items()})
-        result["num_nonfinite_updates"] = self.nonfinite_guard.total
-        return result
+        result = start_result(self, samples)
+        return finish_result(self, result, self._step(self.to_tensors(samples)))
 
     def _learner_stats(self, stats: Dict[str, float]) -> Dict[str, float]:
         """Adds the scheduled learning rate (when `lr` drives an optimizer) and the
@@ -510,13 +479,12 @@ class TorchPolicy(Policy):
     def multi_epoch_sgd(
         self, samples: SampleBatch, num_sgd_iter: int, minibatch_size: int, shuffle: bool = True
     ) -> Dict[str, Any]:
-        """`num_sgd_iter` passes of minibatch SGD over `samples`, tensors built once.
+        """`num_sgd_iter` passes of minibatch SGD over `samples`, tensors built once
+        (`learning_loop.sgd_passes`).
 
         Returns `{"learner_stats": mean of each stat over the last pass}`.
         """
-        result: Dict[str, Any] = {}
-        if self._learn_hook:
-            self.callbacks.on_learn_on_batch(policy=self, train_batch=samples, result=result)
+        result = start_result(self, samples)
         tensors = self.to_tensors(samples)
         if self.towers is not None:
             self.towers.load(tensors)  # the train batch on every tower's device, once
@@ -526,31 +494,13 @@ class TorchPolicy(Policy):
             num_seqs = len(tensors[SampleBatch.SEQ_LENS])
             minibatch_size = max(1, round(int(minibatch_size) * num_seqs / max(n, 1)))
             n = num_seqs
-        minibatch_size = max(1, min(int(minibatch_size), n))
-        last_pass: List[Dict[str, torch.Tensor]] = []
-        for _ in range(int(num_sgd_iter)):
-            order = torch.from_numpy(self.np_random.permutation(n)) if shuffle else torch.arange(n)
-            last_pass = []
-            # One gather per column and pass, then each minibatch a slice (a view, no copy);
-            # a pass of one minibatch takes the rows as they are (its mean does not depend on
-            # their order; the permutation is still drawn, so the RNG stream stays the same).
-            rows = None
-            if self.towers is None:
-                rows = tensors if minibatch_size >= n or not shuffle else {k: v[order] for k, v in tensors.items()}
-            # Drop a ragged tail smaller than half a minibatch: its gradient is mostly noise.
-            for start in range(0, n, minibatch_size):
-                end = min(start + minibatch_size, n)
-                if end - start < minibatch_size // 2 and start > 0:
-                    continue
-                step_stats = self._step(self.towers.minibatch(order[start:end]) if rows is None
-                                        else {k: v[start:end] for k, v in rows.items()})
-                # Per-sample TD errors of one minibatch mean nothing averaged over a pass.
-                step_stats.pop("td_error", None)
-                last_pass.append(step_stats)
+        towers = self.towers
+        last_pass = sgd_passes(
+            self, tensors, n, num_sgd_iter, minibatch_size, shuffle,
+            gather=lambda cols, order: {k: v[torch.from_numpy(order)] for k, v in cols.items()}, step=self._step,
+            minibatch=None if towers is None else lambda idx: towers.minibatch(torch.from_numpy(idx)))
         stats = {k: float(torch.stack([s[k] for s in last_pass]).float().mean()) for k in last_pass[0]}
-        result["learner_stats"] = self._learner_stats(stats)
-        result["num_nonfinite_updates"] = self.nonfinite_guard.total
-        return result
+        return finish_result(self, result, stats)
 
     def on_global_var_update(self, global_vars: Dict[str, Any]) -> None:
         super().on_global_var_update(global_vars)
@@ -578,6 +528,7 @@ class TorchPolicy(Policy):
                 )
         # np.array copies: weights from Ray's object store arrive as read-only views.
         self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
+        self.refresh_fast_plan()
 
     def get_state(self) -> Dict[str, Any]:
         """Weights, counters, exploration, every optimizer (`{"optimizers": {name: ...}}`)
@@ -610,6 +561,7 @@ class TorchPolicy(Policy):
         if "rng" in state:
             self._set_rng_state(state["rng"])
         self.on_global_var_update({"timestep": self.global_timestep})
+        self.refresh_fast_plan()
 
     # --- export --------------------------------------------------------------------
     def export_model(self, export_dir: str, onnx: Optional[int] = None) -> str:
@@ -673,11 +625,6 @@ def _tensor(column: Any) -> torch.Tensor:
     if isinstance(column, np.ndarray) and not column.flags.writeable:
         column = column.copy()
     return torch.as_tensor(column)
-
-
-def _gnorm_stat(name: str) -> str:
-    # "grad_gnorm" for the single default optimizer, as RLlib reports it.
-    return "grad_gnorm" if name == DEFAULT_OPTIMIZER else f"{name}_gnorm"
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> Dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from rlfleet.policy.learning_loop import losses_by_optimizer
 from rlfleet.policy.rnn_sequencing import SEQ_MASK
 
 Tensors = Dict[str, torch.Tensor]
@@ -173,7 +174,7 @@ class Towers:
                          for key, v in shard.items()}
             weight = 1.0 if summed else size / total
             shard_losses, shard_stats = policy.loss(model, policy.dist_class, shard)
-            shard_losses = policy._losses_by_optimizer(shard_losses, names)
+            shard_losses = losses_by_optimizer(policy, shard_losses, names)
             self._backward({n: shard_losses[n] * weight for n in names}, names, k, policy)
             for n in names:
                 value = shard_losses[n].detach().to(device0) * weight

@@ -30,7 +30,7 @@ built, each policy's columns are converted once for all its trajectories (the ac
 groups' arrays concatenated and indexed) and sliced per trajectory. Per step, the policy
 lookups are read once per policy (again after any user code), and an observation that
 NoPreprocessor and NoFilter would return unchanged skips them. Acting runs with
-single-threaded BLAS, as on the single-agent path (`fast_inference.single_threaded_blas`).
+single-threaded BLAS, as on the single-agent path (`rlfleet.fast.blas.single_threaded_blas`).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from rlfleet.env.checks import (EnvCheckError, EnvError, ObsRowCheck, env_call_e
                                 reward_problem)
 from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
-from rlfleet.policy.fast_inference import single_threaded_blas
+from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
@@ -114,7 +114,7 @@ class MultiAgentSampler:
     # --- public ------------------------------------------------------------------
     def sample(self) -> MultiAgentBatch:
         """One MultiAgentBatch (see the module docstring for its size)."""
-        with single_threaded_blas():  # small products: see fast_inference.single_threaded_blas
+        with single_threaded_blas():  # small products: see fast/blas.py
             try:
                 return self._sample()
             finally:  # after an error too: rows acted on keep the weights they acted with

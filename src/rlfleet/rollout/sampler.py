@@ -25,7 +25,7 @@ from rlfleet.env.checks import (EnvCheckError, EnvError, ObsBatchCheck, env_call
                                 reward_problem)
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
-from rlfleet.policy.fast_inference import single_threaded_blas
+from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
@@ -315,7 +315,7 @@ class SingleAgentSampler:
 
     def _collect(self, stop: Callable[[], bool]) -> int:
         """Steps all sub-envs up to one chunk; returns the number of rows written."""
-        with single_threaded_blas():  # small products: see fast_inference.single_threaded_blas
+        with single_threaded_blas():  # small products: see fast/blas.py
             return self._collect_chunk(stop)
 
     def _collect_chunk(self, stop: Callable[[], bool]) -> int:

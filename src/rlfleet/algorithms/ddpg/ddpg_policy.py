@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
 from rlfleet.algorithms.custom_models import refuse_custom_model
 from rlfleet.models.target_network import soft_update
-from rlfleet.algorithms.sac.sac_policy import frozen
+from rlfleet.algorithms.off_policy_common import frozen
 from rlfleet.models.distributions import ActionDistribution
-from rlfleet.policy.numpy_learner import single_thread_fused
+from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
@@ -112,10 +112,8 @@ class DDPGTorchPolicy(TorchPolicy):
     every `policy_delay` updates."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
-    # The update in NumPy where it computes the same one (see fused_update.py) and torch
-    # runs on one thread; False: always torch.
-    fused_update = True
-    _fused = None
+    # The NumPy update (fused_update.py) where `fast_plan` picks it (policy/fast_plan.py).
+    fast_learner_family = "DDPG"
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
@@ -151,10 +149,15 @@ class DDPGTorchPolicy(TorchPolicy):
     def loss(self, model, dist_class, train_batch):
         return ddpg_losses(self, model, dist_class, train_batch)
 
-    def learn_on_batch(self, samples):
-        from rlfleet.algorithms.ddpg.fused_update import FusedDDPGUpdate, unsupported_reason
+    def fast_learner_reason(self):
+        from rlfleet.algorithms.ddpg.fused_update import unsupported_reason
 
-        fused = single_thread_fused(self, FusedDDPGUpdate, unsupported_reason)
+        return unsupported_reason(self)
+
+    def learn_on_batch(self, samples):
+        from rlfleet.algorithms.ddpg.fused_update import FusedDDPGUpdate
+
+        fused = planned_fast_learner(self, FusedDDPGUpdate)
         return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
     def update_target(self, tau: float = None) -> None:

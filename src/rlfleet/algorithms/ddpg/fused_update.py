@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
-from rlfleet.algorithms.sac.fused_update import replay_columns
-from rlfleet.policy.numpy_learner import (FlatAdam, FusedUpdate, backward, clip_guard_and_step, forward, nets_reason,
-                                          numpy_layers)
+from rlfleet.algorithms.off_policy_common import replay_columns
+from rlfleet.fast.ddpg import DDPGNets, DDPGSettings, ddpg_gradients
+from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.sample_batch import SampleBatch
 
 SB = SampleBatch
@@ -54,92 +54,31 @@ class FusedDDPGUpdate(FusedUpdate):
         policy, model = self.policy, self.policy.model
         self.adams = {name: FlatAdam(policy.optimizers[name]) for name in _NAMES}
         critic_views = self.adams["critic"].grad_views
-        self.actor = numpy_layers(model.actor, self.adams["actor"].grad_views)
-        self.target_actor = numpy_layers(model.target_actor)[0]
-        self.critics = [numpy_layers(model.critic, critic_views)]
-        self.target_critics = [numpy_layers(model.target_critic)[0]]
+        critics = [module_layers(model.critic, critic_views)]
+        target_critics = [module_layers(model.target_critic)[0]]
         if model.twin_critic is not None:
-            self.critics.append(numpy_layers(model.twin_critic, critic_views))
-            self.target_critics.append(numpy_layers(model.target_twin_critic)[0])
-        self.bounded = model.bounded
-        self.low = model.low.numpy()
-        self.high = model.high.numpy()
-
-    def _act(self, layers, obs: np.ndarray):
-        """`(layer outputs, actions)` of an actor: tanh onto the bounds when they are finite."""
-        outs = forward(layers, obs)
-        if not self.bounded:
-            return outs, outs[-1]
-        return outs, self.low + (np.tanh(outs[-1]) + 1.0) * 0.5 * (self.high - self.low)
+            critics.append(module_layers(model.twin_critic, critic_views))
+            target_critics.append(module_layers(model.target_twin_critic)[0])
+        self.nets = DDPGNets(module_layers(model.actor, self.adams["actor"].grad_views),
+                             module_layers(model.target_actor)[0], critics, target_critics, model.bounded,
+                             model.low.numpy(), model.high.numpy())
 
     def _update(self, cols: Dict[str, np.ndarray]) -> Dict[str, Any]:
         policy = self.policy
         cfg = policy.config
         names = policy.optimizers_to_step()  # the critic; the actor every `policy_delay` updates
-        f32 = np.float32
         obs, next_obs, actions, rewards, discounts, weights = replay_columns(cols, cfg["gamma"])
-        n = len(rewards)
-
-        _, a_tp1 = self._act(self.target_actor, next_obs)
-        if cfg["smooth_target_policy"]:
-            noise = torch.randn(a_tp1.shape, generator=policy.generator).numpy() * f32(cfg["target_noise"])
-            clip = f32(cfg["target_noise_clip"])
-            a_tp1 = np.maximum(np.minimum(a_tp1 + np.clip(noise, -clip, clip), self.high), self.low)
-        next_in = np.concatenate([next_obs, a_tp1], axis=1)
-        q_tp1 = forward(self.target_critics[0], next_in)[-1][:, 0]
-        if len(self.target_critics) > 1:
-            q_tp1 = np.minimum(q_tp1, forward(self.target_critics[1], next_in)[-1][:, 0])
-        target = rewards + discounts * q_tp1
-
-        q_in = np.concatenate([obs, actions], axis=1)
-        critic_outs = [forward(layers, q_in) for layers, _ in self.critics]
-        tds = [outs[-1][:, 0] - target for outs in critic_outs]
-        if cfg["use_huber"]:
-            delta = f32(cfg["huber_threshold"])
-            errors = [np.where(np.abs(td) <= delta, 0.5 * td * td, delta * (np.abs(td) - 0.5 * delta)) for td in tds]
-            d_errors = [np.clip(td, -delta, delta) for td in tds]
-        else:
-            errors = [0.5 * td * td for td in tds]
-            d_errors = tds
-        critic_loss = float((weights * sum(errors)).mean())
-        actor_outs, a_det = self._act(self.actor[0], obs)
-        det_in = np.concatenate([obs, a_det], axis=1)
-        det_outs = forward(self.critics[0][0], det_in)
-        actor_loss = -float(det_outs[-1][:, 0].mean())
-        l2 = cfg["l2_reg"]
-        if l2:
-            critic_loss += l2 * sum(0.5 * float(np.sum(w * w)) for layers, _ in self.critics for w, _, _ in layers)
-            actor_loss += l2 * sum(0.5 * float(np.sum(w * w)) for w, _, _ in self.actor[0])
-        q_t, td = critic_outs[0][-1][:, 0], tds[0]
-        stats: Dict[str, Any] = {
-            "critic_loss": critic_loss, "actor_loss": actor_loss, "mean_q": float(q_t.mean()),
-            "max_q": float(q_t.max()), "min_q": float(q_t.min()), "mean_td_error": float(np.abs(td).mean()),
-            "td_error": td,
-        }
-
-        inv = f32(1.0 / n)
+        # The torch path draws the smoothing noise from the policy's generator: the same draw.
+        noise = (torch.randn(actions.shape, generator=policy.generator).numpy() if cfg["smooth_target_policy"]
+                 else None)
         adams = {name: self.adams[name] for name in names}
         for adam in adams.values():
             adam.grad.fill(0.0)
-        for (layers, grads), outs, d_err in zip(self.critics, critic_outs, d_errors):
-            backward(layers, grads, outs, (weights * d_err * inv)[:, None], False)
-            if l2:
-                for (w, _, _), (gw, _) in zip(layers, grads):
-                    gw += f32(l2) * w
-        if "actor" in adams:
-            # -mean(Q_1(s, mu(s))) through the frozen critic into the action, then the actor.
-            g_action = backward(self.critics[0][0], None, det_outs, np.full((n, 1), -inv, f32), True)[:, obs.shape[1]:]
-            g_out = g_action
-            if self.bounded:
-                tanh_out = np.tanh(actor_outs[-1])
-                g_out = g_action * ((1.0 - tanh_out * tanh_out) * (0.5 * (self.high - self.low)))
-            layers, grads = self.actor
-            backward(layers, grads, actor_outs, g_out, False)
-            if l2:
-                for (w, _, _), (gw, _) in zip(layers, grads):
-                    gw += f32(l2) * w
-
-        clip_guard_and_step(policy, adams, {"critic": critic_loss, "actor": actor_loss}, stats)
+        settings = DDPGSettings(cfg["smooth_target_policy"], cfg["target_noise"], cfg["target_noise_clip"],
+                                cfg["use_huber"], cfg["huber_threshold"], cfg["l2_reg"])
+        stats = ddpg_gradients(self.nets, obs, next_obs, actions, rewards, discounts, weights, settings, noise,
+                               "actor" in adams)
+        clip_guard_and_step(policy, adams, {"critic": stats["critic_loss"], "actor": stats["actor_loss"]}, stats)
         return stats
 
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
 from rlfleet.models.target_network import soft_update
 from rlfleet.models.distributions import Categorical
-from rlfleet.policy.numpy_learner import single_thread_fused
+from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
@@ -102,10 +102,8 @@ class DQNTorchPolicy(TorchPolicy):
     """Acts (epsilon-)greedily on Q-values; learns with `dqn_loss`."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
-    # The update in NumPy where it computes the same one (see fused_update.py) and torch
-    # runs on one thread; False: always torch.
-    fused_update = True
-    _fused = None
+    # The NumPy update (fused_update.py) where `fast_plan` picks it (policy/fast_plan.py).
+    fast_learner_family = "DQN"
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -141,10 +139,15 @@ class DQNTorchPolicy(TorchPolicy):
     def loss(self, model, dist_class, train_batch):
         return dqn_loss(self, model, dist_class, train_batch)
 
-    def learn_on_batch(self, samples):
-        from rlfleet.algorithms.dqn.fused_update import FusedDQNUpdate, unsupported_reason
+    def fast_learner_reason(self):
+        from rlfleet.algorithms.dqn.fused_update import unsupported_reason
 
-        fused = single_thread_fused(self, FusedDQNUpdate, unsupported_reason)
+        return unsupported_reason(self)
+
+    def learn_on_batch(self, samples):
+        from rlfleet.algorithms.dqn.fused_update import FusedDQNUpdate
+
+        fused = planned_fast_learner(self, FusedDQNUpdate)
         return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
     def update_target(self, tau: float = 1.0) -> None:

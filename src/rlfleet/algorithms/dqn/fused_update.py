@@ -4,8 +4,8 @@ loss's gradient by hand and Adam, on NumPy views of the torch parameters
 
 It computes what `dqn_loss` and `TorchPolicy._step` compute: the n-step target from the
 target net (double Q: the online net picks the next action), the Huber loss (delta 1)
-weighted by the replay weights, the dueling combination V + A - mean(A), gradient clipping
-and the NaN guard. `tests/test_fused_dqn.py` checks weights, optimizer state, stats and TD
+weighted by the replay weights, the dueling combination V + A - mean(A) (the maths:
+`rlfleet.fast.dqn`), gradient clipping and the NaN guard. `tests/test_fused_dqn.py` checks weights, optimizer state, stats and TD
 errors against the torch path.
 
 `DQNTorchPolicy.learn_on_batch` uses it where exact (`unsupported_reason`): the policy is
@@ -21,9 +21,9 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
-from rlfleet.algorithms.sac.fused_update import replay_columns
-from rlfleet.policy.numpy_learner import (FlatAdam, FusedUpdate, backward, clip_guard_and_step, forward, nets_reason,
-                                          numpy_layers)
+from rlfleet.algorithms.off_policy_common import replay_columns
+from rlfleet.fast.dqn import QNet, dqn_gradients
+from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
 
@@ -47,35 +47,10 @@ def unsupported_reason(policy) -> Optional[str]:
     return nets_reason(policy, nets, {DEFAULT_OPTIMIZER: list(model.q_net.parameters())})
 
 
-class _QNet:
+def _qnet(net, grad_views=None) -> QNet:
     """NumPy views of one `QNetwork` (trunk, advantage head, value head when dueling)."""
-
-    def __init__(self, net, grad_views=None):
-        self.trunk = numpy_layers(net.trunk, grad_views)
-        self.advantage = numpy_layers(net.advantage, grad_views)
-        self.value = numpy_layers(net.value, grad_views) if net.value is not None else None
-
-    def q(self, obs: np.ndarray):
-        """`(Q [B, A], the layer outputs of trunk, advantage and value for backward)`."""
-        trunk = forward(self.trunk[0], obs)
-        adv = forward(self.advantage[0], trunk[-1])
-        if self.value is None:
-            return adv[-1], (trunk, adv, None)
-        value = forward(self.value[0], trunk[-1])
-        a = adv[-1]
-        return value[-1] + a - a.mean(axis=1, keepdims=True), (trunk, adv, value)
-
-    def backward(self, outs, d_q: np.ndarray) -> None:
-        """Weight gradients of the loss whose gradient with respect to Q is `d_q`."""
-        trunk, adv, value = outs
-        if value is None:
-            d_features = backward(self.advantage[0], self.advantage[1], adv, d_q, True)
-        else:  # Q = V + A - mean(A)
-            d_adv = d_q - d_q.mean(axis=1, keepdims=True)
-            d_features = backward(self.advantage[0], self.advantage[1], adv, d_adv, True)
-            d_features = d_features + backward(self.value[0], self.value[1], value, d_q.sum(1, keepdims=True), True)
-        if self.trunk[0]:
-            backward(self.trunk[0], self.trunk[1], trunk, d_features, False)
+    return QNet(module_layers(net.trunk, grad_views), module_layers(net.advantage, grad_views),
+                module_layers(net.value, grad_views) if net.value is not None else None)
 
 
 class FusedDQNUpdate(FusedUpdate):
@@ -85,34 +60,16 @@ class FusedDQNUpdate(FusedUpdate):
     def _bind(self) -> None:
         model = self.policy.model
         self.adams = {DEFAULT_OPTIMIZER: FlatAdam(self.policy.optimizers[DEFAULT_OPTIMIZER])}
-        self.online = _QNet(model.q_net, self.adams[DEFAULT_OPTIMIZER].grad_views)
-        self.target = _QNet(model.target_q_net)
+        self.online = _qnet(model.q_net, self.adams[DEFAULT_OPTIMIZER].grad_views)
+        self.target = _qnet(model.target_q_net)
 
     def _update(self, cols: Dict[str, np.ndarray]) -> Dict[str, Any]:
         policy = self.policy
-        cfg = policy.config
-        obs, next_obs, actions, rewards, discounts, weights = replay_columns(cols, cfg["gamma"])
-        n = len(rewards)
-        rows = np.arange(n)
-        actions = actions[:, 0].astype(np.int64)
-        q_t, outs = self.online.q(obs)
-        q_tp1_target, _ = self.target.q(next_obs)
-        best = (self.online.q(next_obs)[0] if cfg["double_q"] else q_tp1_target).argmax(axis=1)
-        q_selected = q_t[rows, actions]
-        target = rewards + discounts * q_tp1_target[rows, best]
-        td_error = q_selected - target
-        abs_td = np.abs(td_error)
-        per_sample = np.where(abs_td < 1.0, 0.5 * td_error * td_error, abs_td - 0.5)  # Huber, delta 1
-        loss = float((weights * per_sample).mean())
-        stats: Dict[str, Any] = {
-            "mean_q": float(q_selected.mean()), "min_q": float(q_selected.min()), "max_q": float(q_selected.max()),
-            "loss": loss, "mean_td_error": float(abs_td.mean()), "td_error": td_error,
-        }
+        obs, next_obs, actions, rewards, discounts, weights = replay_columns(cols, policy.config["gamma"])
         self.adams[DEFAULT_OPTIMIZER].grad.fill(0.0)
-        d_q = np.zeros_like(q_t)
-        d_q[rows, actions] = weights * np.clip(td_error, -1.0, 1.0) * np.float32(1.0 / n)
-        self.online.backward(outs, d_q)
-        clip_guard_and_step(policy, self.adams, {DEFAULT_OPTIMIZER: loss}, stats)
+        stats = dqn_gradients(self.online, self.target, obs, next_obs, actions[:, 0].astype(np.int64), rewards,
+                              discounts, weights, policy.config["double_q"])
+        clip_guard_and_step(policy, self.adams, {DEFAULT_OPTIMIZER: stats["loss"]}, stats)
         return stats
 
 

@@ -3,7 +3,8 @@
 Why: for the small fully connected nets PPO usually trains (two [64, 64] towers on a few
 hundred rows), a torch update costs far more in per-op dispatch and autograd bookkeeping
 (~80 ops of forward, backward, clipping and Adam: about 1 ms per minibatch here) than in
-arithmetic. The same maths written out by hand takes a fraction of that (issue 16).
+arithmetic. The same maths written out by hand takes a fraction of that (issue 16); the maths
+are `rlfleet.fast.ppo`'s, this module binds them to a policy and its optimizer.
 
 It computes what `ppo_surrogate_loss` and `TorchPolicy._step` compute: the clipped surrogate
 (with torch's rule for ties in `min`: half the gradient to each side), the KL penalty, the
@@ -18,20 +19,21 @@ policy is `PPOTorchPolicy` itself; the model a `FullyConnectedNetwork` of Linear
 tanh, ReLU or no activation, without pixel scaling or memory; the distribution Categorical
 (Discrete actions) or DiagGaussian (Box actions); float32 parameters on the CPU; one lean
 `Adam` over all of the model's parameters, without weight decay, AMSGrad or `maximize`;
-`use_critic`; no towers. Everything else keeps the torch path, as does a policy with `fused_sgd = False`.
+`use_critic`; no towers. Everything else keeps the torch path, as does `fast_path: "off"` (policy/fast_plan.py).
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
-from torch import nn
 
 from rlfleet.models.distributions import Categorical, DiagGaussian
 from rlfleet.models.fcnet import FullyConnectedNetwork
-from rlfleet.policy.fast_inference import single_threaded_blas
-from rlfleet.policy.numpy_learner import FlatAdam, backward, clip_guard_and_step, forward, linear_stack, numpy_layers
+from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.fast.mlp import numpy_layers
+from rlfleet.fast.ppo import PPOCoefficients, PPONet, ppo_gradients
+from rlfleet.policy.numpy_learner import FlatAdam, clip_guard_and_step
+from rlfleet.policy.learning_loop import finish_result, sgd_passes, start_result
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
@@ -56,10 +58,11 @@ def unsupported_reason(policy) -> Optional[str]:
         return f"the action distribution is {getattr(policy.dist_class, '__name__', policy.dist_class)}"
     if model.free_log_std and policy.dist_class is not DiagGaussian:
         return "free_log_std without Gaussian actions"
-    for part in ("trunk", "logits", "value_head") + (() if model.value_trunk is None else ("value_trunk",)):
-        if linear_stack(getattr(model, part)) is None:
+    stacks = model.linear_stacks()
+    for part, stack in stacks.items():
+        if stack is None:
             return f"model.{part} is not a stack of Linear + tanh/ReLU layers"
-    if not isinstance(model.value_head, nn.Linear):
+    if len(stacks["value_head"]) != 1 or stacks["value_head"][0][1] is not None:
         return "the value head is not one Linear layer"
     if list(policy.optimizers) != [DEFAULT_OPTIMIZER]:
         return "more than one optimizer"
@@ -82,22 +85,16 @@ class FusedPPOSGD:
         model = policy.model
         self.adam = adam = FlatAdam(policy.optimizers[DEFAULT_OPTIMIZER])
         views = adam.grad_views
-        self.pi_layers, self.pi_grads = numpy_layers(model.trunk, views)
-        head, head_grads = numpy_layers(model.logits, views)
-        self.pi_layers += head
-        self.pi_grads += head_grads
-        self.shared = model.value_trunk is None
-        if self.shared:  # the value head reads the trunk's last hidden layer
-            self.vf_layers, self.vf_grads = numpy_layers(model.value_head, views)
-            self.trunk_len = len(linear_stack(model.trunk))
-        else:
-            self.vf_layers, self.vf_grads = numpy_layers(model.value_trunk, views)
-            head, head_grads = numpy_layers(model.value_head, views)
-            self.vf_layers += head
-            self.vf_grads += head_grads
-        self.log_std = None
-        if policy.dist_class is DiagGaussian and model.free_log_std and hasattr(model, "log_std"):
-            self.log_std = (model.log_std.detach().numpy(), views[id(model.log_std)])
+        stacks = model.linear_stacks()
+        pi_layers, pi_grads = numpy_layers(stacks["trunk"] + stacks["logits"], views)
+        shared = "value_trunk" not in stacks  # the value head reads the trunk's last hidden layer
+        vf_layers, vf_grads = numpy_layers(stacks["value_head"] if shared
+                                           else stacks["value_trunk"] + stacks["value_head"], views)
+        log_std = None
+        free = model.log_std_parameter()
+        if policy.dist_class is DiagGaussian and free is not None:
+            log_std = (free.detach().numpy(), views[id(free)])
+        self.net = PPONet(pi_layers, pi_grads, vf_layers, vf_grads, shared, len(stacks["trunk"]), log_std)
 
     # --- the pass ----------------------------------------------------------------------------
     def multi_epoch_sgd(self, samples: SampleBatch, num_sgd_iter: int, minibatch_size: int,
@@ -105,32 +102,19 @@ class FusedPPOSGD:
         """As `TorchPolicy.multi_epoch_sgd`: the same minibatches (the same permutations drawn
         from the policy's RNG), the same updates, the same result."""
         policy = self.policy
-        result: Dict[str, Any] = {}
-        if policy._learn_hook:
-            policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
+        result = start_result(policy, samples)
         cols = self._columns(samples)
         self._bind()
-        n = samples.count
-        minibatch_size = max(1, min(int(minibatch_size), n))
-        last_pass: List[Dict[str, float]] = []
         # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
         try:
             with single_threaded_blas(), np.errstate(all="ignore"):
-                for _ in range(int(num_sgd_iter)):
-                    order = policy.np_random.permutation(n) if shuffle else None
-                    rows = cols if minibatch_size >= n or not shuffle else {k: v[order] for k, v in cols.items()}
-                    last_pass = []
-                    for start in range(0, n, minibatch_size):
-                        end = min(start + minibatch_size, n)
-                        if end - start < minibatch_size // 2 and start > 0:
-                            continue
-                        last_pass.append(self._step({k: v[start:end] for k, v in rows.items()}))
+                last_pass = sgd_passes(policy, cols, samples.count, num_sgd_iter, minibatch_size, shuffle,
+                                       gather=lambda rows, order: {k: v[order] for k, v in rows.items()},
+                                       step=self._step)
         finally:  # the acting snapshot (`TorchPolicy._numpy_net`) is rebuilt, also after a raise
             self.adam.touch()
         stats = {k: float(np.mean(np.asarray([s[k] for s in last_pass], np.float32))) for k in last_pass[0]}
-        result["learner_stats"] = policy._learner_stats(stats)
-        result["num_nonfinite_updates"] = policy.nonfinite_guard.total
-        return result
+        return finish_result(policy, result, stats)
 
     def _columns(self, samples: SampleBatch) -> Dict[str, np.ndarray]:
         """The loss columns as float32 (actions: int64 for Categorical) NumPy arrays, checked
@@ -150,130 +134,14 @@ class FusedPPOSGD:
     def _step(self, batch: Dict[str, np.ndarray]) -> Dict[str, float]:
         policy = self.policy
         cfg = policy.config
-        obs = batch["obs"]
-        rows = len(obs)
-        inv = np.float32(1.0 / rows)
-        pi_outs = forward(self.pi_layers, obs)
-        if self.shared:
-            vf_outs = forward(self.vf_layers, pi_outs[self.trunk_len])
-        else:
-            vf_outs = forward(self.vf_layers, obs)
-        dist_out = pi_outs[-1]
-        if policy.dist_class is Categorical:
-            losses, d_out = self._categorical(batch, dist_out, inv, cfg)
-        else:
-            losses, d_out, d_log_std = self._gaussian(batch, dist_out, inv, cfg)
-        # The clipped value loss (`use_critic` holds: see `unsupported_reason`).
-        err = vf_outs[-1][:, 0] - batch[SB.VALUE_TARGETS]
-        sq = err * err
-        vf_clip, coeff = cfg["vf_clip_param"], cfg["vf_loss_coeff"]
-        vf_loss = float(np.minimum(sq, vf_clip).mean())
-        total = losses["total_loss"] + coeff * vf_loss
-        # clamp's gradient passes where 0 <= x <= max (torch's rule, bounds included)
-        d_value = (np.float32(2.0 * coeff) * inv * err * (sq <= vf_clip))[:, None]
-        losses["total_loss"], losses["vf_loss"] = total, vf_loss
-
-        adam = self.adam
-        adam.grad.fill(0.0)
-        if self.log_std is not None:
-            self.log_std[1][...] = d_log_std
-        if self.shared:
-            d_features = backward(self.pi_layers[self.trunk_len:], self.pi_grads[self.trunk_len:],
-                                  pi_outs[self.trunk_len:], d_out, True)
-            d_features = d_features + backward(self.vf_layers, self.vf_grads, vf_outs, d_value, True)
-            if self.trunk_len:
-                backward(self.pi_layers[:self.trunk_len], self.pi_grads[:self.trunk_len],
-                         pi_outs[:self.trunk_len + 1], d_features, False)
-        else:
-            backward(self.pi_layers, self.pi_grads, pi_outs, d_out, False)
-            backward(self.vf_layers, self.vf_grads, vf_outs, d_value, False)
-
-        clip_guard_and_step(policy, {DEFAULT_OPTIMIZER: adam}, {DEFAULT_OPTIMIZER: total}, losses)
+        coefficients = PPOCoefficients(cfg["clip_param"], cfg["vf_clip_param"], cfg["vf_loss_coeff"],
+                                       policy.entropy_coeff, policy.kl_coeff, cfg["kl_coeff"] > 0.0)
+        self.adam.grad.fill(0.0)
+        losses = ppo_gradients(self.net, batch["obs"], batch[SB.ACTIONS], batch[SB.ACTION_LOGP],
+                               batch[SB.ACTION_DIST_INPUTS], batch[SB.ADVANTAGES], batch[SB.VALUE_TARGETS],
+                               coefficients, policy.dist_class is Categorical)
+        clip_guard_and_step(policy, {DEFAULT_OPTIMIZER: self.adam}, {DEFAULT_OPTIMIZER: losses["total_loss"]}, losses)
         return losses
-
-    def _categorical(self, batch, logits: np.ndarray, inv, cfg) -> Tuple[Dict[str, float], np.ndarray]:
-        policy = self.policy
-        rows = np.arange(len(logits))
-        actions = batch[SB.ACTIONS]
-        logp_all = _log_softmax(logits)
-        probs = np.exp(logp_all)
-        logp = logp_all[rows, actions]
-        ratio = np.exp(logp - batch[SB.ACTION_LOGP])
-        d_ratio, policy_loss = _surrogate(ratio, batch[SB.ADVANTAGES], cfg["clip_param"])
-        old_logp_all = _log_softmax(batch[SB.ACTION_DIST_INPUTS])
-        old_probs = np.exp(old_logp_all)
-        mean_kl = float((old_probs * (old_logp_all - logp_all)).sum(1).mean())
-        entropy = float(-(probs * logp_all).sum(1).mean())
-
-        g = np.zeros_like(logp_all)
-        g[rows, actions] = -inv * d_ratio * ratio
-        total = policy_loss
-        coeff = policy.entropy_coeff
-        if coeff != 0.0:
-            total -= coeff * entropy
-            g += np.float32(coeff) * inv * probs * (logp_all + 1.0)
-        if cfg["kl_coeff"] > 0.0:
-            total += policy.kl_coeff * mean_kl
-            g -= np.float32(policy.kl_coeff) * inv * old_probs
-        d_logits = g - probs * g.sum(1, keepdims=True)  # log_softmax's backward
-        return {"total_loss": total, "policy_loss": policy_loss, "kl": mean_kl, "entropy": entropy}, d_logits
-
-    def _gaussian(self, batch, out: np.ndarray, inv, cfg):
-        policy = self.policy
-        if self.log_std is not None:
-            mean, log_std = out, np.broadcast_to(self.log_std[0], out.shape)
-        else:
-            k = out.shape[1] // 2
-            mean, log_std = out[:, :k], out[:, k:]
-        dim = mean.shape[1]
-        std = np.exp(log_std)
-        z = (batch[SB.ACTIONS] - mean) / std
-        logp = -0.5 * (z * z).sum(1) - log_std.sum(1) - np.float32(0.5 * math.log(2 * math.pi) * dim)
-        ratio = np.exp(logp - batch[SB.ACTION_LOGP])
-        d_ratio, policy_loss = _surrogate(ratio, batch[SB.ADVANTAGES], cfg["clip_param"])
-        old_mean, old_log_std = np.split(batch[SB.ACTION_DIST_INPUTS], 2, axis=1)
-        var_ratio = (np.exp(old_log_std) / std) ** 2
-        mean_term = ((old_mean - mean) / std) ** 2
-        mean_kl = float((0.5 * (var_ratio + mean_term - 1.0 - np.log(var_ratio))).sum(1).mean())
-        entropy = float((log_std + np.float32(0.5 * (math.log(2 * math.pi) + 1.0))).sum(1).mean())
-
-        d_logp = (-inv * d_ratio * ratio)[:, None]
-        d_mean = d_logp * z / std
-        d_log_std = d_logp * (z * z - 1.0)
-        total = policy_loss
-        coeff = policy.entropy_coeff
-        if coeff != 0.0:
-            total -= coeff * entropy
-            d_log_std = d_log_std - np.float32(coeff) * inv
-        if cfg["kl_coeff"] > 0.0:
-            total += policy.kl_coeff * mean_kl
-            kl_scale = np.float32(policy.kl_coeff) * inv
-            d_mean = d_mean - kl_scale * (old_mean - mean) / (std * std)
-            d_log_std = d_log_std + kl_scale * (1.0 - var_ratio - mean_term)
-        losses = {"total_loss": total, "policy_loss": policy_loss, "kl": mean_kl, "entropy": entropy}
-        if self.log_std is not None:  # one log-std per action dimension, shared by every row
-            return losses, d_mean, d_log_std.sum(0)
-        return losses, np.concatenate([d_mean, d_log_std], axis=1), None
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    shifted = x - x.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-
-
-def _surrogate(ratio: np.ndarray, adv: np.ndarray, clip: float) -> Tuple[np.ndarray, float]:
-    """`(d surrogate / d ratio per row, policy loss)` of `-mean(min(adv * r, adv * clip(r)))`.
-
-    torch's `min` sends the whole gradient to the smaller side and half to each on a tie
-    (every row whose ratio lies inside the clip range); `clamp` passes it inside its bounds,
-    the bounds included."""
-    unclipped = adv * ratio
-    clipped = adv * np.clip(ratio, 1.0 - clip, 1.0 + clip)
-    surrogate = np.minimum(unclipped, clipped)
-    to_unclipped = np.where(unclipped < clipped, 1.0, np.where(unclipped == clipped, 0.5, 0.0))
-    inside = (ratio >= 1.0 - clip) & (ratio <= 1.0 + clip)
-    d_ratio = adv * (to_unclipped + (1.0 - to_unclipped) * inside)
-    return d_ratio.astype(np.float32, copy=False), -float(surrogate.mean())
 
 
 __all__ = ["FusedPPOSGD", "unsupported_reason"]

@@ -6,6 +6,7 @@ from typing import Dict, Tuple
 import torch
 
 from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
 from rlfleet.rollout.postprocessing import postprocess_with_critic
 from rlfleet.utils.schedules import make_schedule
@@ -72,8 +73,8 @@ class PPOTorchPolicy(TorchPolicy):
     """Acts with a stochastic policy and records what the PPO loss needs."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ACTION_DIST_INPUTS, SB.ADVANTAGES, SB.VALUE_TARGETS)
-    # Minibatch SGD in NumPy where it computes the same update (see fused_sgd.py); False: torch.
-    fused_sgd = True
+    # Minibatch SGD in NumPy (fused_sgd.py) where `fast_plan` picks it (policy/fast_plan.py).
+    fast_learner_family = "PPO"
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         super().__init__(observation_space, action_space, config, **kwargs)
@@ -83,7 +84,6 @@ class PPOTorchPolicy(TorchPolicy):
         self.entropy_schedule = make_schedule(config["entropy_coeff"], config.get("entropy_coeff_schedule"),
                                               "entropy_coeff_schedule")
         self.entropy_coeff = self.entropy_schedule(0)
-        self._fused = None
 
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         cfg = self.config
@@ -105,14 +105,17 @@ class PPOTorchPolicy(TorchPolicy):
     def loss(self, model, dist_class, train_batch):
         return ppo_surrogate_loss(self, model, dist_class, train_batch)
 
-    def multi_epoch_sgd(self, samples, num_sgd_iter, minibatch_size, shuffle=True):
-        if self.fused_sgd:
-            from rlfleet.algorithms.ppo.fused_sgd import FusedPPOSGD, unsupported_reason
+    def fast_learner_reason(self):
+        from rlfleet.algorithms.ppo.fused_sgd import unsupported_reason
 
-            if unsupported_reason(self) is None:
-                if self._fused is None:
-                    self._fused = FusedPPOSGD(self)
-                return self._fused.multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
+        return unsupported_reason(self)
+
+    def multi_epoch_sgd(self, samples, num_sgd_iter, minibatch_size, shuffle=True):
+        from rlfleet.algorithms.ppo.fused_sgd import FusedPPOSGD
+
+        fused = planned_fast_learner(self, FusedPPOSGD)
+        if fused is not None:
+            return fused.multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
         return super().multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
 
     def get_state(self):

@@ -3,7 +3,6 @@ entropy tuning (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applicat
 discrete actions as in Christodoulou 2019 ("Soft Actor-Critic for Discrete Action Settings")."""
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Dict, Tuple
 
@@ -15,26 +14,14 @@ from rlfleet.algorithms.custom_models import refuse_custom_model
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.models.distributions import Categorical, SquashedGaussian
-from rlfleet.policy.numpy_learner import single_thread_fused
+from rlfleet.algorithms.off_policy_common import frozen
+from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.utils.spaces import is_bounded_box, policy_action_bounds
 
 SB = SampleBatch
-
-
-@contextlib.contextmanager
-def frozen(params):
-    """Parameters excluded from autograd for the ops recorded inside the block."""
-    flags = [p.requires_grad for p in params]
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, flag in zip(params, flags):
-            p.requires_grad_(flag)
 
 
 def sac_losses(policy: "SACTorchPolicy", model: SACModel, dist_class, batch: Dict[str, torch.Tensor]
@@ -141,10 +128,8 @@ class SACTorchPolicy(TorchPolicy):
     (critic, actor, alpha), each stepped on its own loss by TorchPolicy."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
-    # The update in NumPy where it computes the same one (see fused_update.py) and torch
-    # runs on one thread; False: always torch.
-    fused_update = True
-    _fused = None
+    # The NumPy update (fused_update.py) where `fast_plan` picks it (policy/fast_plan.py).
+    fast_learner_family = "SAC"
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if isinstance(action_space, gym.spaces.Box):
@@ -198,10 +183,15 @@ class SACTorchPolicy(TorchPolicy):
     def loss(self, model, dist_class, train_batch):
         return sac_losses(self, model, dist_class, train_batch)
 
-    def learn_on_batch(self, samples):
-        from rlfleet.algorithms.sac.fused_update import FusedSACUpdate, unsupported_reason
+    def fast_learner_reason(self):
+        from rlfleet.algorithms.sac.fused_update import unsupported_reason
 
-        fused = single_thread_fused(self, FusedSACUpdate, unsupported_reason)
+        return unsupported_reason(self)
+
+    def learn_on_batch(self, samples):
+        from rlfleet.algorithms.sac.fused_update import FusedSACUpdate
+
+        fused = planned_fast_learner(self, FusedSACUpdate)
         return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
     def update_target(self, tau: float = None) -> None:

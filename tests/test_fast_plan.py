@@ -1,0 +1,87 @@
+"""The fast path plan (rlfleet/policy/fast_plan.py): one selection per policy, the
+`fast_path` key, and its report in every train() result."""
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import torch
+
+from rlfleet.algorithms.ppo import PPOTrainer
+from rlfleet.policy.fast_plan import FastPathPlan, key_fallback_reason
+from tests.test_fused_dqn import _policy as dqn_policy
+from tests.test_fused_sac import _policy as sac_policy, _transitions
+
+BASE = {"num_workers": 0, "seed": 3, "num_envs_per_worker": 2, "rollout_fragment_length": 64,
+        "train_batch_size": 128, "sgd_minibatch_size": 64, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [16]}}
+
+
+def test_every_result_reports_each_policys_fast_path():
+    trainer = PPOTrainer(env="CartPole-v1", config=BASE)
+    try:
+        info = trainer.train()["info"]["learner"]["default_policy"]
+        assert info["fast_path"] == "numpy" and "same update" in info["fast_path_reason"]
+        assert info["fast_path_actor"] == "numpy"
+        assert trainer.get_policy()._fused is not None
+    finally:
+        trainer.stop()
+    trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "fast_path": "off"})
+    try:
+        info = trainer.train()["info"]["learner"]["default_policy"]
+        assert (info["fast_path"], info["fast_path_reason"]) == ("torch", "fast_path is 'off'")
+        assert info["fast_path_actor"] == "torch" and not trainer.get_policy()._fast_ok
+        assert trainer.get_policy()._fused is None
+    finally:
+        trainer.stop()
+
+
+def test_a_loss_key_the_numpy_learner_does_not_compute_falls_back_with_its_name():
+    trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "use_critic": False, "use_gae": False})
+    try:
+        info = trainer.train()["info"]["learner"]["default_policy"]
+        assert info["fast_path"] == "torch" and "use_critic=False" in info["fast_path_reason"]
+    finally:
+        trainer.stop()
+    assert key_fallback_reason("DQN", {"num_atoms": 51}).startswith("num_atoms=51")
+    assert key_fallback_reason("SAC", {"_deterministic_loss": False, "model": {"use_lstm": True}}).startswith(
+        "model.use_lstm=True")
+    assert key_fallback_reason("PPO", {"use_critic": True}) is None
+
+
+def test_require_raises_naming_the_key_and_the_reason():
+    env = gym.make("Pendulum-v1")
+    policy = sac_policy(env.observation_space, env.action_space, fast_path="require", _deterministic_loss=True)
+    with pytest.raises(ValueError, match=r"fast_path='require'.*_deterministic_loss"):
+        policy.learn_on_batch(_transitions("Pendulum-v1", 16))
+    policy = sac_policy(env.observation_space, env.action_space, fast_path="require")
+    policy.learn_on_batch(_transitions("Pendulum-v1", 16))
+    assert policy.fast_plan.learner == "numpy"
+
+
+def test_the_plan_is_computed_once_and_again_after_a_structural_change(monkeypatch):
+    env = gym.make("CartPole-v1")
+    policy = dqn_policy(env, model={"fcnet_hiddens": [16]}, hiddens=[8])
+    calls = []
+    original = type(policy).fast_learner_reason
+    monkeypatch.setattr(type(policy), "fast_learner_reason", lambda self: calls.append(1) or original(self))
+    batch = _transitions("CartPole-v1", 32)
+    for _ in range(3):
+        policy.learn_on_batch(batch.copy())
+    assert len(calls) == 1 and isinstance(policy.fast_plan, FastPathPlan)
+    policy.set_weights(policy.get_weights())
+    policy.learn_on_batch(batch.copy())
+    assert len(calls) == 2
+    # One thread rule for every algorithm: more torch threads, the torch learner.
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        policy.refresh_fast_plan()
+        assert policy.fast_plan.learner == "torch" and "2 threads" in policy.fast_plan.learner_reason
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_an_unknown_fast_path_value_is_rejected():
+    from rlfleet.config import validate_config
+
+    with pytest.raises(Exception, match="fast_path"):
+        validate_config(PPOTrainer.merge_trainer_configs(PPOTrainer._default_config, {"fast_path": "fast"}))
