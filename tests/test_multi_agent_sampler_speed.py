@@ -195,7 +195,7 @@ def test_extra_action_outs_of_the_accessor_are_the_batch_rows():
     w.stop()
 
 
-# --- deferred extra outputs (act_deferred / deferred_columns) -------------------------------
+# --- deferred extra outputs (the actors' finish()) -------------------------------------------
 def _ppo_two_agent_worker(**overrides):
     from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
     from rlfleet.config import merge_configs, validate_config
@@ -212,7 +212,7 @@ def _ppo_two_agent_worker(**overrides):
 
 @pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"])
 def test_deferred_extra_outputs_are_those_compute_actions_gives(batch_mode):
-    """Acting with `act_deferred` and filling the log-likelihoods and values in once per
+    """Acting with a NumPy actor and filling the log-likelihoods and values in once per
     `sample()` gives the batches `compute_actions` step by step gives (the same actions, the
     same draws; values and log-likelihoods equal to float rounding)."""
     deferred, stepwise = _ppo_two_agent_worker(batch_mode=batch_mode), _ppo_two_agent_worker(batch_mode=batch_mode)
@@ -230,7 +230,7 @@ def test_deferred_extra_outputs_are_those_compute_actions_gives(batch_mode):
                     np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-5, err_msg=key)
                 else:
                     np.testing.assert_array_equal(x[key], y[key], err_msg=key)
-        assert not deferred.sampler._deferred  # every acting group was filled in
+        assert not deferred.sampler._actors  # every acting group was filled in
 
 
 def test_a_step_callback_keeps_compute_actions():
@@ -276,7 +276,7 @@ def test_an_error_mid_sample_fills_in_the_rows_acted_on():
         sampler._step = failing_step
         with pytest.raises(RuntimeError):
             worker.sample()
-        assert not sampler._deferred
+        assert not sampler._actors
         sampler._step = step
         worker.get_policy("p0").set_weights({k: v * 1.1 for k, v in worker.get_policy("p0").get_weights().items()})
     a, b = deferred.sample().policy_batches["p0"], stepwise.sample().policy_batches["p0"]

@@ -88,13 +88,13 @@ class MultiAgentSampler:
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
         self._step_hook = self._hooks["on_episode_step"]
-        # Acting computes only the actions (`act_deferred`); each policy's log-likelihoods
-        # and values for the rows acted on in one `sample()` come in one pass at its end
-        # (`_resolve_deferred`), unless a callback or `observation_fn` could read them per
+        # Each policy acts through one actor (policy/actor.py) per `sample()`, which may leave
+        # the log-likelihoods and values of the rows acted on to one pass at its end
+        # (`_finish_actors`), unless a callback or `observation_fn` could read them per
         # step (`episode.last_extra_action_outs_for`) or change the weights meanwhile.
         self._defer = settings.observation_fn is None and not any(
             self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end"))
-        self._deferred: List[tuple] = []  # (policy, extra outputs dict, obs, actions, explore)
+        self._actors: Dict[int, tuple] = {}  # id(policy) -> `_actor_for`
         self._rules, self._clipper = settings.rules, settings.reward_clipper
         self._eps_base = settings.episode_id_base
         self._eps_counter = 0
@@ -118,7 +118,7 @@ class MultiAgentSampler:
             try:
                 return self._sample()
             finally:  # after an error too: rows acted on keep the weights they acted with
-                self._resolve_deferred()
+                self._finish_actors()
 
     def _sample(self) -> MultiAgentBatch:
         target = self.settings.fragment_length * self.num_envs
@@ -131,7 +131,7 @@ class MultiAgentSampler:
                     finished_seen = len(self._finished)
                     done = sum(e.num_rows if self.settings.count_agent_steps else e.length for e in self._finished)
                 if done >= target:
-                    self._resolve_deferred()
+                    self._finish_actors()
                     return self._build(self._finished, env_steps=sum(e.length for e in self._finished))
             else:
                 if self.settings.count_agent_steps:
@@ -140,7 +140,7 @@ class MultiAgentSampler:
                 else:  # env steps: no need to walk the episodes every step
                     ready = env_steps
                 if ready >= target:
-                    self._resolve_deferred()
+                    self._finish_actors()
                     live = [e for e in self._episodes if e is not None and e.num_rows]
                     return self._build(self._finished + live, env_steps=env_steps)
 
@@ -157,7 +157,7 @@ class MultiAgentSampler:
                         if e is not None and not self.settings.complete_episodes:
                             e.rows, e.num_rows = {}, 0
             finally:  # the actions still in flight (and after an error)
-                self._resolve_deferred()
+                self._finish_actors()
         return self.metrics[start:]
 
     def pop_metrics(self) -> List[RolloutMetrics]:
@@ -170,7 +170,7 @@ class MultiAgentSampler:
     def restart(self) -> None:
         """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
         self._failed = None
-        self._deferred = []
+        self._actors = {}
         self._episodes = [None] * self.num_envs
         self._finished = []
         self.metrics = []
@@ -278,20 +278,18 @@ class MultiAgentSampler:
                     group[1].append(aid)
                     group[2].append(obs)
         actions: List[Dict[Any, Any]] = [{} for _ in range(self.num_envs)]
+        actors = self._actors
         for pid, (members, aids, obs_list) in groups.items():
             policy = self._resolve(pid)[0]
             obs_batch = _stack(obs_list)
             timestep = policy.global_timestep + self.steps_since_sync
-            # explore=None: each policy's own `explore` (per-policy configs may differ).
-            act_deferred = getattr(policy, "act_deferred", None) if self._defer else None
-            acted_now = act_deferred(obs_batch, explore=None, timestep=timestep) if act_deferred else None
-            if acted_now is not None:
-                acts, dist_inputs, explore = acted_now
-                extra = {SB.ACTION_DIST_INPUTS: dist_inputs}  # the rest: `_resolve_deferred`
-                self._deferred.append((policy, extra, obs_batch, acts, explore))
-            else:
-                acts, _, extra = policy.compute_actions(obs_batch, explore=None, timestep=timestep)
-                extra = dict(extra)
+            acting = actors.get(id(policy))
+            if acting is None:
+                acting = self._actor_for(policy, timestep)
+            acts, _, extra = acting[1].act(obs_batch, timestep=timestep)
+            extra = dict(extra)
+            if acting[2] is not None:  # its deferred columns are filled in by `_finish_actors`
+                acting[2].append((extra, len(acts)))
             cfg = policy.config
             to_env = env_actions(acts, policy.action_space, bool(cfg.get("normalize_actions", True)),
                                  bool(cfg.get("clip_actions", False)))
@@ -334,25 +332,27 @@ class MultiAgentSampler:
         perf["steps"] += 1
         return self.num_envs
 
-    def _resolve_deferred(self) -> None:
-        """Fills in the extra outputs of the rows acted on with `act_deferred` since the last
-        call: per policy (and explore setting), one `deferred_columns` pass over all of them,
-        split back into each acting group's dict (which its rows read)."""
-        deferred, self._deferred = self._deferred, []
-        passes: Dict[Tuple[int, bool], List[tuple]] = {}
-        for entry in deferred:
-            passes.setdefault((id(entry[0]), entry[4]), []).append(entry)
-        for entries in passes.values():
-            policy, explore = entries[0][0], entries[0][4]
-            ends = list(accumulate(len(entry[3]) for entry in entries))
-            columns = policy.deferred_columns(
-                np.concatenate([entry[2] for entry in entries]),
-                np.concatenate([entry[1][SB.ACTION_DIST_INPUTS] for entry in entries]),
-                np.concatenate([entry[3] for entry in entries]), explore)
-            for entry, start, end in zip(entries, [0] + ends[:-1], ends):
-                extra = entry[1]
+    def _actor_for(self, policy, timestep: int) -> tuple:
+        """`(policy, actor, acting groups or None)`: the actor `policy` acts through until the
+        next `_finish_actors`, made at its first step; explore=None: each policy's own
+        `explore` (per-policy configs may differ). The groups (`(extra outputs dict, rows)`
+        per step) are kept where the actor defers columns."""
+        actor = policy.actor(None, timestep, defer=self._defer)
+        acting = self._actors[id(policy)] = (policy, actor, [] if actor.deferred else None)
+        return acting
+
+    def _finish_actors(self) -> None:
+        """Fills in the deferred columns of the rows acted on since the last call: per
+        policy, one `finish()` over all of them, split back into each acting group's dict
+        (which its rows read)."""
+        actors, self._actors = self._actors, {}
+        for _, actor, groups in actors.values():
+            columns = actor.finish()
+            start = 0
+            for extra, rows in groups or ():
                 for key, column in columns.items():
-                    extra[key] = column[start:end]
+                    extra[key] = column[start:start + rows]
+                start += rows
 
     def _user_code_ran(self) -> None:
         """A callback or `observation_fn` ran: it may have changed the worker's policies."""

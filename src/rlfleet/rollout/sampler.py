@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -291,7 +291,9 @@ class SingleAgentSampler:
                        self.preprocessor, self.preprocessor.observation_space)
         self._obs_check.trivial = True
 
-    def _alloc(self, extra: Dict[str, np.ndarray]) -> None:
+    def _alloc(self, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
+        """The chunk buffers: the env's columns, the per-step `extra` columns of the first
+        step, and the actor's `deferred` ones (one float32 per row)."""
         T, n = self._chunk_len, self.num_envs
         obs_shape = self._cur_obs.shape[1:]
         # uint8 images stay uint8 (4x smaller); the model scales them.
@@ -308,10 +310,12 @@ class SingleAgentSampler:
         }
         for key, value in extra.items():
             b[key] = np.zeros((T, n, *value.shape[1:]), value.dtype)
+        for key in deferred:
+            b[key] = np.zeros((T, n), np.float32)
         if self.settings.record_infos:  # for `output` only (see SamplerSettings.record_infos)
             b[SB.INFOS] = np.empty((T, n), object)
         self._buffers = b
-        self._extra_keys = tuple(extra)
+        self._obs_rows = list(b[SB.OBS])  # a view of each step's row, made once
 
     def _collect(self, stop: Callable[[], bool]) -> int:
         """Steps all sub-envs up to one chunk; returns the number of rows written."""
@@ -337,38 +341,40 @@ class SingleAgentSampler:
         perf = self._perf
         clock = time.perf_counter
         T = self._chunk_len
-        # The fast path (a feed-forward MLP policy): per step only the actions; the
-        # log-likelihoods and values of the whole chunk come in one vectorised pass at its end.
-        actor = None
-        chunk_actor = getattr(policy, "chunk_actor", None)
-        if chunk_actor is not None and not self._recurrent:
-            actor = chunk_actor(explore, policy.global_timestep + self.steps_since_sync, T, n)
+        # One actor per chunk (policy/actor.py): with the NumPy backend (a feed-forward MLP
+        # policy) per step only the actions; the log-likelihoods and values of the whole chunk
+        # come from `finish()` in one vectorised pass at its end.
+        actor = policy.actor(explore, policy.global_timestep + self.steps_since_sync, steps=T, num_envs=n)
+        recurrent = self._recurrent
         rows = 0
         inference = env_wait = processing = 0.0
         b: Dict[str, np.ndarray] = self._buffers
         for t in range(T):
             t0 = clock()
-            cur_obs = self._cur_obs
-            if actor is not None:
-                actions, dist_inputs = actor.act(cur_obs)
-                extra = {SB.ACTION_DIST_INPUTS: dist_inputs}
-            elif self._recurrent:
-                actions, extra = self._act_recurrent(explore)
+            if t:
+                # The actor acts on (and may hold until `finish`) the buffer's row, which no
+                # later step of this chunk writes.
+                obs_row = obs_rows[t]
+                obs_row[...] = self._cur_obs
+            else:  # a copy: the buffers may not exist yet (they are sized by this step's outputs)
+                obs_row = self._cur_obs.copy()
+            timestep = policy.global_timestep + self.steps_since_sync
+            if recurrent:
+                actions, extra = self._act_recurrent(actor, obs_row, timestep)
             else:
-                actions, _, extra = policy.compute_actions(
-                    cur_obs, explore=explore, timestep=policy.global_timestep + self.steps_since_sync
-                )
+                actions, _, extra = actor.act(obs_row, timestep=timestep)
             t1 = clock()
             if not b:
-                self._alloc(extra if actor is None else self._actor_columns(actor, dist_inputs))
+                self._alloc(extra, actor.deferred)
                 b = self._buffers
             if t == 0:  # the buffers' rows, read once per chunk
                 obs_buf, next_obs_buf, act_buf = b[SB.OBS], b[SB.NEXT_OBS], b[SB.ACTIONS]
                 rew_buf, term_buf, done_buf = b[SB.REWARDS], b[SB.TERMINATEDS], b[SB.DONES]
                 eps_buf, t_buf = b[SB.EPS_ID], b[SB.T]
                 info_buf = b.get(SB.INFOS)
-                extra_bufs = [(key, b[key]) for key in (extra if actor is not None else self._extra_keys)]
-            obs_buf[t] = cur_obs
+                extra_bufs = [(key, b[key]) for key in extra]
+                obs_rows = self._obs_rows
+                obs_buf[0] = obs_row
             act_buf[t] = actions
             for key, buf in extra_bufs:
                 buf[t] = extra[key]
@@ -426,7 +432,7 @@ class SingleAgentSampler:
         perf["env_wait"] += env_wait
         perf["processing"] += processing
         perf["steps"] += rows
-        if actor is not None and rows:
+        if rows:
             t0 = clock()
             self._finish_chunk(actor, rows)
             perf["inference"] += clock() - t0
@@ -436,37 +442,18 @@ class SingleAgentSampler:
                 self._explain_chunk(rows)
         return rows
 
-    def _actor_columns(self, actor, dist_inputs: np.ndarray) -> Dict[str, np.ndarray]:
-        """Example rows of the columns the fast path records (to size the buffers): what
-        `compute_actions` would have returned."""
-        n = len(dist_inputs)
-        cols = {SB.ACTION_DIST_INPUTS: dist_inputs, SB.ACTION_LOGP: np.zeros(n, np.float32),
-                SB.ACTION_PROB: np.zeros(n, np.float32)}
-        if getattr(self.policy, "records_values", False):
-            cols[SB.VF_PREDS] = np.zeros(n, np.float32)
-        return cols
-
     def _finish_chunk(self, actor, rows: int) -> None:
-        """The fast path's per-chunk columns: log-likelihoods and probabilities of the actions
-        taken, and value predictions, over the chunk's first `rows` rows at once."""
-        b = self._buffers
-        n = self.num_envs
-        dist_inputs = b[SB.ACTION_DIST_INPUTS][:rows].reshape(rows * n, -1)
-        logp = actor.logp(dist_inputs, b[SB.ACTIONS][:rows].reshape(rows * n, -1))
-        b[SB.ACTION_LOGP][:rows] = logp.reshape(rows, n)
-        b[SB.ACTION_PROB][:rows] = np.exp(logp).reshape(rows, n)
-        if SB.VF_PREDS in b:
-            obs = b[SB.OBS][:rows]
-            b[SB.VF_PREDS][:rows] = actor.values(obs.reshape(rows * n, *obs.shape[2:])).reshape(rows, n)
+        """The actor's deferred columns (log-likelihoods, values, ...) of the chunk's first
+        `rows` rows, written into the buffers."""
+        b, n = self._buffers, self.num_envs
+        for key, column in actor.finish().items():
+            b[key][:rows] = column.reshape(rows, n, *column.shape[1:])
 
-    def _act_recurrent(self, explore: bool):
+    def _act_recurrent(self, actor, obs: np.ndarray, timestep: int):
         """One batched step of a recurrent policy; the state and previous action / reward
         going in (and the state coming out) are added to the recorded columns."""
-        policy = self.policy
-        actions, state_out, extra = policy.compute_actions(
-            self._cur_obs, self._state, self._prev_actions, self._prev_rewards,
-            explore=explore, timestep=policy.global_timestep + self.steps_since_sync,
-        )
+        actions, state_out, extra = actor.act(obs, self._state, self._prev_actions, self._prev_rewards,
+                                              timestep=timestep)
         extra = dict(extra)
         extra[SB.PREV_ACTIONS] = self._prev_actions.copy()
         extra[SB.PREV_REWARDS] = self._prev_rewards.copy()
