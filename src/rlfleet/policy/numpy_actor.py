@@ -40,7 +40,8 @@ def static_numpy_reason(policy) -> Optional[str]:
     if type(policy).compute_actions is not TorchPolicy.compute_actions:
         return f"{type(policy).__name__} overrides compute_actions (it acts its own way)"
     if not supports_fast_path(policy):
-        return (f"the model ({type(policy.model).__name__}), action distribution ({policy.dist_class.__name__}) "
+        return (f"the model ({type(policy.model).__name__}), action distribution "
+                f"({getattr(policy.dist_class, '__name__', type(policy.dist_class).__name__)}) "
                 f"or exploration ({type(policy.exploration).__name__}) is not a FullyConnectedNetwork with "
                 "Categorical / DiagGaussian and StochasticSampling")
     return None

@@ -36,6 +36,9 @@ from rlfleet.utils.schedules import make_schedule
 from rlfleet.utils.seeding import derive_seed
 
 
+# The name algorithm policies (IMPALA, APPO) import it by.
+_obs_array = obs_array
+
 # The optimizer `make_optimizers` builds by default, at `lr` (the one `lr_schedule` drives).
 DEFAULT_OPTIMIZER = "default"
 
