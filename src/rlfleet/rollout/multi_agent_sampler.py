@@ -38,7 +38,6 @@ import logging
 import math
 import time
 from collections import defaultdict
-from itertools import accumulate
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -49,6 +48,8 @@ from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.policy.fast_inference import single_threaded_blas
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlfleet.rollout.agent_batches import stack_obs, trajectory_batches
+from rlfleet.rollout.policy_actors import PolicyActors
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
@@ -92,9 +93,8 @@ class MultiAgentSampler:
         # the log-likelihoods and values of the rows acted on to one pass at its end
         # (`_finish_actors`), unless a callback or `observation_fn` could read them per
         # step (`episode.last_extra_action_outs_for`) or change the weights meanwhile.
-        self._defer = settings.observation_fn is None and not any(
-            self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end"))
-        self._actors: Dict[int, tuple] = {}  # id(policy) -> `_actor_for`
+        self._actors = PolicyActors(defer=settings.observation_fn is None and not any(
+            self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end")))
         self._rules, self._clipper = settings.rules, settings.reward_clipper
         self._eps_base = settings.episode_id_base
         self._eps_counter = 0
@@ -170,7 +170,7 @@ class MultiAgentSampler:
     def restart(self) -> None:
         """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
         self._failed = None
-        self._actors = {}
+        self._actors.clear()
         self._episodes = [None] * self.num_envs
         self._finished = []
         self.metrics = []
@@ -281,20 +281,14 @@ class MultiAgentSampler:
         actors = self._actors
         for pid, (members, aids, obs_list) in groups.items():
             policy = self._resolve(pid)[0]
-            obs_batch = _stack(obs_list)
+            obs_batch = stack_obs(obs_list)
             timestep = policy.global_timestep + self.steps_since_sync
-            acting = actors.get(id(policy))
-            if acting is None:
-                acting = self._actor_for(policy, timestep)
-            acts, _, extra = acting[1].act(obs_batch, timestep=timestep)
-            extra = dict(extra)
-            if acting[2] is not None:  # its deferred columns are filled in by `_finish_actors`
-                acting[2].append((extra, len(acts)))
+            acts, extra = actors.act(policy, obs_batch, timestep)  # the deferred columns: `_finish_actors`
             cfg = policy.config
             to_env = env_actions(acts, policy.action_space, bool(cfg.get("normalize_actions", True)),
                                  bool(cfg.get("clip_actions", False)))
             # Each row's actions and extra outputs stay in the group's arrays (read when a
-            # batch is built: `_acted_columns`).
+            # batch is built: agent_batches.py).
             acted = (extra, acts)
             same = to_env is acts
             for j, (ep, aid, obs, action) in enumerate(zip(members, aids, obs_list, list(acts))):
@@ -332,27 +326,9 @@ class MultiAgentSampler:
         perf["steps"] += 1
         return self.num_envs
 
-    def _actor_for(self, policy, timestep: int) -> tuple:
-        """`(policy, actor, acting groups or None)`: the actor `policy` acts through until the
-        next `_finish_actors`, made at its first step; explore=None: each policy's own
-        `explore` (per-policy configs may differ). The groups (`(extra outputs dict, rows)`
-        per step) are kept where the actor defers columns."""
-        actor = policy.actor(None, timestep, defer=self._defer)
-        acting = self._actors[id(policy)] = (policy, actor, [] if actor.deferred else None)
-        return acting
-
     def _finish_actors(self) -> None:
-        """Fills in the deferred columns of the rows acted on since the last call: per
-        policy, one `finish()` over all of them, split back into each acting group's dict
-        (which its rows read)."""
-        actors, self._actors = self._actors, {}
-        for _, actor, groups in actors.values():
-            columns = actor.finish()
-            start = 0
-            for extra, rows in groups or ():
-                for key, column in columns.items():
-                    extra[key] = column[start:start + rows]
-                start += rows
+        """The deferred columns of the rows acted on so far (see `PolicyActors.finish`)."""
+        self._actors.finish()
 
     def _user_code_ran(self) -> None:
         """A callback or `observation_fn` ran: it may have changed the worker's policies."""
@@ -558,15 +534,7 @@ class MultiAgentSampler:
 
     # --- batches -------------------------------------------------------------------------
     def _build(self, episodes: List[MultiAgentEpisode], env_steps: int) -> MultiAgentBatch:
-        # Every agent trajectory's batch, built policy by policy (`_agent_batches`).
-        trajectories: Dict[str, list] = {}
-        for ep in episodes:
-            for aid, rows in ep.rows.items():
-                trajectories.setdefault(ep.policy_for(aid), []).append((ep, aid, rows))
-        agent_batches = {}
-        for group in trajectories.values():
-            for (ep, aid, _), batch in zip(group, _agent_batches(group)):
-                agent_batches[id(ep), aid] = batch
+        agent_batches = trajectory_batches(episodes)
         per_policy: Dict[str, List[SampleBatch]] = defaultdict(list)
         for ep in episodes:
             pre = {aid: (self._resolve(ep.policy_for(aid))[0], agent_batches[id(ep), aid]) for aid in ep.rows}
@@ -596,106 +564,6 @@ class MultiAgentSampler:
 # actions [B, ...])`, `_J` the agent's row there; `_REWARD` collects the (clipped) rewards
 # given to it meanwhile.
 _OBS, _ACTION, _ACTED, _J, _T, _REWARD = range(6)
-
-
-def _stack(obs: List[Any]) -> np.ndarray:
-    """`np.stack(obs)`, in a fifth of the time for the usual equally shaped arrays."""
-    try:
-        out = np.array(obs)
-    except ValueError:
-        return np.stack(obs)  # with its own error
-    first = obs[0]
-    if out.dtype == object or type(first) is not np.ndarray or out.shape[1:] != first.shape:
-        return np.stack(obs)  # anything unusual: as it always was
-    return out
-
-
-def _column(values: tuple) -> Optional[np.ndarray]:
-    """`np.asarray(values)` when every value is a NumPy array or scalar of one dtype and
-    shape (then each trajectory's slice equals its own `np.asarray`), else None."""
-    try:
-        out = np.asarray(values)
-        dtypes = {v.dtype for v in values}
-    except (ValueError, AttributeError):
-        return None
-    if len(dtypes) != 1 or out.dtype == object:
-        return None
-    return out
-
-
-def _acted_columns(acted: tuple, js: tuple) -> Optional[Tuple[np.ndarray, Dict[str, np.ndarray]]]:
-    """`(actions, {column: extra outputs})` of rows whose acting group's arrays are `acted[r]`
-    and row there `js[r]`: the groups' arrays concatenated once, then indexed. None where the
-    groups differ in columns, dtypes or shapes (then the rows are read one by one)."""
-    ids = list(map(id, acted))
-    groups = dict(zip(ids, acted))  # each group once, in order
-    extras = [extra for extra, _ in groups.values()]
-    first = extras[0]
-    if any(extra.keys() != first.keys() for extra in extras):
-        return None
-    columns = [[acts for _, acts in groups.values()]] + [[extra[k] for extra in extras] for k in first]
-    out = []
-    try:
-        sizes = list(map(len, columns[0]))
-        offsets = dict(zip(groups, accumulate(sizes, initial=0)))
-        index = np.fromiter(map(offsets.__getitem__, ids), np.int64, len(ids)) + np.asarray(js, np.int64)
-        for arrays in columns:
-            if set(map(type, arrays)) != {np.ndarray} or list(map(len, arrays)) != sizes:
-                return None
-            dtypes = {a.dtype for a in arrays}
-            if len(dtypes) != 1 or np.dtype(object) in dtypes:
-                return None
-            out.append(np.concatenate(arrays)[index])
-    except (TypeError, ValueError):  # not arrays of rows, or of other shapes
-        return None
-    return out[0], dict(zip(first, out[1:]))
-
-
-def _agent_batches(group: List[tuple]) -> List[SampleBatch]:
-    """The batches of one policy's agent trajectories `(episode, agent, rows)`: each column
-    converted once for all of them, then sliced (what `_agent_batch` gives each one)."""
-    lengths = [len(rows) for _, _, rows in group]
-    pooled = [row for _, _, rows in group for row in rows]
-    obs, next_obs, actions, rewards, terms, dones, ts, acted, js = zip(*pooled)
-    obs, next_obs, columns = _column(obs), _column(next_obs), _acted_columns(acted, js)
-    if obs is None or next_obs is None or columns is None:
-        return [_agent_batch(ep, aid, rows) for ep, aid, rows in group]
-    terms, dones = np.asarray(terms), np.asarray(dones)
-    base = {SB.OBS: obs, SB.NEXT_OBS: next_obs, SB.ACTIONS: columns[0],
-            SB.REWARDS: np.asarray(rewards).astype(np.float32), SB.TERMINATEDS: terms,
-            SB.TRUNCATEDS: dones & ~terms, SB.DONES: dones, SB.T: np.asarray(ts)}
-    base.update(columns[1])
-    base[SB.EPS_ID] = np.repeat(np.array([ep.episode_id for ep, _, _ in group], np.int64), lengths)
-    base[SB.ENV_ID] = np.repeat(np.array([ep.env_index for ep, _, _ in group], np.int64), lengths)
-    base[SB.AGENT_INDEX] = np.repeat(np.array([ep.agent_index(aid) for ep, aid, _ in group], np.int64), lengths)
-    out, start = [], 0
-    for n in lengths:
-        end = start + n
-        out.append(SampleBatch({k: v[start:end] for k, v in base.items()}))
-        start = end
-    return out
-
-
-def _agent_batch(ep: MultiAgentEpisode, aid, rows: List[tuple]) -> SampleBatch:
-    """One agent trajectory's batch, column by column as appending its rows one by one
-    would give: obs, new_obs, actions, rewards, terminateds, truncateds, dones, t, the
-    policy's extra outputs (in the first row's order), then the ids."""
-    n = len(rows)
-    obs, next_obs, actions, rewards, terms, dones, ts, acted, js = zip(*rows)
-    terms, dones = np.asarray(terms), np.asarray(dones)
-    cols = {SB.OBS: np.asarray(obs), SB.NEXT_OBS: np.asarray(next_obs), SB.ACTIONS: np.asarray(actions),
-            SB.REWARDS: np.asarray(rewards).astype(np.float32), SB.TERMINATEDS: terms,
-            SB.TRUNCATEDS: dones & ~terms, SB.DONES: dones, SB.T: np.asarray(ts)}
-    lists: Dict[str, list] = {}
-    for (e, _), j in zip(acted, js):
-        for k, v in e.items():
-            lists.setdefault(k, []).append(v[j])
-    cols.update({k: np.asarray(v) for k, v in lists.items()})
-    batch = SampleBatch(cols)
-    batch[SB.EPS_ID] = np.full(n, ep.episode_id, np.int64)
-    batch[SB.ENV_ID] = np.full(n, ep.env_index, np.int64)
-    batch[SB.AGENT_INDEX] = np.full(n, ep.agent_index(aid), np.int64)
-    return batch
 
 
 def _first_rows(ep: MultiAgentEpisode) -> bool:
