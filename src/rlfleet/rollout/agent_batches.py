@@ -9,8 +9,9 @@ columns) falls back to one trajectory at a time (`_agent_batch`), with the same 
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from itertools import accumulate
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -18,6 +19,30 @@ from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
 
 SB = SampleBatch
+
+
+def postprocessed_batches(episodes: List[MultiAgentEpisode], worker, policy_of: Callable[[str], Any],
+                          callbacks=None) -> Dict[str, SampleBatch]:
+    """`{policy id: batch}` (in the worker's `policy_map` order) of every agent trajectory of
+    `episodes`, each postprocessed by its policy, which sees the other agents' trajectories
+    of its episode as `other_agent_batches`; `callbacks.on_postprocess_trajectory` runs on
+    each when given. The episodes' rows are emptied."""
+    batches = trajectory_batches(episodes)
+    per_policy: Dict[str, List[SampleBatch]] = defaultdict(list)
+    for ep in episodes:
+        pre = {aid: (policy_of(ep.policy_for(aid)), batches[id(ep), aid]) for aid in ep.rows}
+        for aid, (policy, batch) in pre.items():
+            pid = ep.policy_for(aid)
+            others = {o: pb for o, pb in pre.items() if o != aid}
+            post = policy.postprocess_trajectory(batch, others, ep)
+            if callbacks is not None:
+                callbacks.on_postprocess_trajectory(
+                    worker=worker, episode=ep, agent_id=aid, policy_id=pid,
+                    policies=worker.policy_map, postprocessed_batch=post, original_batches=pre)
+            per_policy[pid].append(post)
+        ep.rows, ep.num_rows = {}, 0
+    order = [pid for pid in worker.policy_map if pid in per_policy]  # stable: the map's order
+    return {pid: SampleBatch.concat_samples(per_policy[pid]) for pid in order}
 
 
 def trajectory_batches(episodes: List[MultiAgentEpisode]) -> Dict[Tuple[int, Any], SampleBatch]:
@@ -133,4 +158,4 @@ def _agent_batch(ep: MultiAgentEpisode, aid, rows: List[tuple]) -> SampleBatch:
     return batch
 
 
-__all__ = ["agent_batches", "stack_obs", "trajectory_batches"]
+__all__ = ["agent_batches", "postprocessed_batches", "stack_obs", "trajectory_batches"]

@@ -23,22 +23,18 @@ episode with `disable_env_checking`). An env that raises or breaks its contract 
 `EnvError` naming the env, worker, sub-env, episode, step and agent; the sampler then
 stops (later collections raise it again) until `restart()`.
 
-Cost (the sampler's own, per agent step): a few dict operations. A closed transition is one
-tuple `(obs, new_obs, action, reward, terminated, done, t, acted, j)`, where `acted` is its
-acting group's `(extra outputs, actions)` arrays and `j` its row there; when a batch is
-built, each policy's columns are converted once for all its trajectories (the acting
-groups' arrays concatenated and indexed) and sliced per trajectory. Per step, the policy
-lookups are read once per policy (again after any user code), and an observation that
-NoPreprocessor and NoFilter would return unchanged skips them. Acting runs with
-single-threaded BLAS, as on the single-agent path (`fast_inference.single_threaded_blas`).
+Cost (the sampler's own, per agent step): a few dict operations; closed transitions become
+batches in rollout/agent_batches.py. Per step, the policy lookups are read once per policy
+(again after any user code), and an observation that NoPreprocessor and NoFilter would
+return unchanged skips them. Acting (rollout/policy_actors.py) runs with single-threaded
+BLAS, as on the single-agent path (`fast_inference.single_threaded_blas`).
 """
 from __future__ import annotations
 
 import logging
 import math
 import time
-from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -48,8 +44,9 @@ from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.policy.fast_inference import single_threaded_blas
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
-from rlfleet.rollout.agent_batches import stack_obs, trajectory_batches
+from rlfleet.rollout.agent_batches import postprocessed_batches, stack_obs
 from rlfleet.rollout.policy_actors import PolicyActors
+from rlfleet.rollout.policy_removal import remap_removed_policy
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
@@ -184,49 +181,10 @@ class MultiAgentSampler:
         self._eps_counter = int(state.get("episodes_started", self._eps_counter))
 
     def on_policy_removed(self, policy_id: str) -> None:
-        """Called after the worker removed `policy_id` (and set its new mapping function).
-
-        Agents of running episodes mapped to it are re-mapped through the worker's current
-        `policy_mapping_fn`; what they collected so far is dropped (there is no policy left
-        to postprocess or train on it), and so are their rows in ended episodes not yet
-        batched. Agents joining a running episode later are mapped as at its start, unless
-        that mapping names a policy that no longer exists.
-        """
+        """Called after the worker removed `policy_id` (and set its new mapping function): its
+        agents are re-mapped and what they collected is dropped (see policy_removal.py)."""
         self._checked.discard(policy_id)
-        worker = self.worker
-        for ep in self._finished:
-            for aid in [a for a in ep.rows if ep.policy_for(a) == policy_id]:
-                ep.num_rows -= len(ep.rows.pop(aid))
-        for ep in self._episodes:
-            if ep is None:
-                continue
-            ep._mapping_fn = self._fallback_mapping(ep._mapping_fn)
-            for aid in [a for a, pid in ep._policy.items() if pid == policy_id]:
-                new_pid = call_mapping_fn(worker.policy_mapping_fn, aid, ep, worker)
-                if new_pid not in worker.policy_map:
-                    raise ValueError(
-                        f"remove_policy({policy_id!r}): agent {aid!r} of a running episode used it, and the "
-                        f"policy mapping now returns {new_pid!r}, which is not a policy of this worker either; "
-                        f"pass policy_mapping_fn=... mapping agents to one of {sorted(worker.policy_map)}")
-                ep._policy[aid] = new_pid
-                if aid in ep.rows:
-                    ep.num_rows -= len(ep.rows.pop(aid))
-                ep.open.pop(aid, None)
-                if aid in ep._last_raw_obs and aid not in ep.done_agents:
-                    _, pp, filt = self._resolve(new_pid)
-                    ep._last_obs[aid] = filt(pp.transform(ep._last_raw_obs[aid]), update=False)
-
-    def _fallback_mapping(self, mapping: Callable) -> Callable:
-        """`mapping`, or the worker's current mapping where it names a removed policy."""
-        worker = self.worker
-
-        def mapped(aid, episode):
-            pid = mapping(aid, episode)
-            if pid in worker.policy_map:
-                return pid
-            return call_mapping_fn(worker.policy_mapping_fn, aid, episode, worker)
-
-        return mapped
+        remap_removed_policy(policy_id, self._finished, [ep for ep in self._episodes if ep is not None], self.worker)
 
     # --- policy lookup -----------------------------------------------------------------
     def _resolve(self, pid: str):
@@ -534,24 +492,10 @@ class MultiAgentSampler:
 
     # --- batches -------------------------------------------------------------------------
     def _build(self, episodes: List[MultiAgentEpisode], env_steps: int) -> MultiAgentBatch:
-        agent_batches = trajectory_batches(episodes)
-        per_policy: Dict[str, List[SampleBatch]] = defaultdict(list)
-        for ep in episodes:
-            pre = {aid: (self._resolve(ep.policy_for(aid))[0], agent_batches[id(ep), aid]) for aid in ep.rows}
-            for aid, (policy, batch) in pre.items():
-                pid = ep.policy_for(aid)
-                others = {o: pb for o, pb in pre.items() if o != aid}
-                post = policy.postprocess_trajectory(batch, others, ep)
-                if self._hooks["on_postprocess_trajectory"]:
-                    self.callbacks.on_postprocess_trajectory(
-                        worker=self.worker, episode=ep, agent_id=aid, policy_id=pid,
-                        policies=self.worker.policy_map, postprocessed_batch=post, original_batches=pre)
-                per_policy[pid].append(post)
-            ep.rows, ep.num_rows = {}, 0
+        hook = self.callbacks if self._hooks["on_postprocess_trajectory"] else None
+        batches = postprocessed_batches(episodes, self.worker, lambda pid: self._resolve(pid)[0], hook)
         built = {id(e) for e in episodes}
         self._finished = [e for e in self._finished if id(e) not in built]
-        order = [pid for pid in self.worker.policy_map if pid in per_policy]  # stable: the map's order
-        batches = {pid: SampleBatch.concat_samples(per_policy[pid]) for pid in order}
         if self.settings.compress_observations:
             # After postprocessing (bootstrapping reads `new_obs`); the learner decompresses.
             for batch in batches.values():
