@@ -27,32 +27,16 @@ from rlfleet.env.vector_env import VectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.policy.fast_inference import single_threaded_blas
 from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.rollout.chunk_buffers import action_layout_of, alloc_chunk, chunk_to_batch, env_label, split_complete
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.filters import NoFilter
-from rlfleet.utils.spaces import action_layout, env_actions
+from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
 logger = logging.getLogger(__name__)
-
-
-def _action_layout(space: gym.Space):
-    # Flat rows per step (Dict / Tuple actions too); `env_actions` rebuilds the env's structure.
-    try:
-        return action_layout(space)
-    except ValueError:
-        raise ValueError(f"The single-agent sampler does not support action space {space}") from None
-
-
-def _env_label(venv) -> str:
-    """A name for the env when the config has none (a worker built from a creator)."""
-    envs = getattr(venv, "envs", None)
-    if not envs:
-        return type(venv).__name__
-    spec = getattr(envs[0], "spec", None)
-    return spec.id if spec is not None and spec.id else type(getattr(envs[0], "unwrapped", envs[0])).__name__
 
 
 class SingleAgentSampler:
@@ -79,7 +63,7 @@ class SingleAgentSampler:
         self.settings = settings
         self.num_envs = vector_env.num_envs
         self.action_space = vector_env.action_space
-        self._act_shape, self._act_dtype = _action_layout(self.action_space)
+        self._act_shape, self._act_dtype = action_layout_of(self.action_space)
         space = self.action_space
         self._int_actions = isinstance(space, gym.spaces.Discrete) and not int(space.start)
         self._hooks = {
@@ -209,7 +193,7 @@ class SingleAgentSampler:
             # Before the first reset went through, the episode is the one about to start.
             started = self._cur_obs is not None
             episode = int(self._eps_id[index]) if started else self._eps_base + self._eps_counter + index + 1
-        error = error.with_context(env_id=self.settings.env_id or _env_label(self.env),
+        error = error.with_context(env_id=self.settings.env_id or env_label(self.env),
                                    worker_index=self.settings.worker_index, sub_env_index=index,
                                    episode_id=episode, step=step)
         self._failed = error
@@ -292,30 +276,9 @@ class SingleAgentSampler:
         self._obs_check.trivial = True
 
     def _alloc(self, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
-        """The chunk buffers: the env's columns, the per-step `extra` columns of the first
-        step, and the actor's `deferred` ones (one float32 per row)."""
-        T, n = self._chunk_len, self.num_envs
-        obs_shape = self._cur_obs.shape[1:]
-        # uint8 images stay uint8 (4x smaller); the model scales them.
-        obs_dtype = np.uint8 if self._cur_obs.dtype == np.uint8 else np.float32
-        b = {
-            SB.OBS: np.zeros((T, n, *obs_shape), obs_dtype),
-            SB.NEXT_OBS: np.zeros((T, n, *obs_shape), obs_dtype),
-            SB.ACTIONS: np.zeros((T, n, *self._act_shape), self._act_dtype),
-            SB.REWARDS: np.zeros((T, n), np.float32),
-            SB.TERMINATEDS: np.zeros((T, n), bool),
-            SB.DONES: np.zeros((T, n), bool),
-            SB.EPS_ID: np.zeros((T, n), np.int64),
-            SB.T: np.zeros((T, n), np.int64),
-        }
-        for key, value in extra.items():
-            b[key] = np.zeros((T, n, *value.shape[1:]), value.dtype)
-        for key in deferred:
-            b[key] = np.zeros((T, n), np.float32)
-        if self.settings.record_infos:  # for `output` only (see SamplerSettings.record_infos)
-            b[SB.INFOS] = np.empty((T, n), object)
-        self._buffers = b
-        self._obs_rows = list(b[SB.OBS])  # a view of each step's row, made once
+        self._buffers = alloc_chunk(self._chunk_len, self.num_envs, self._cur_obs, (self._act_shape, self._act_dtype),
+                                    extra, deferred, self.settings.record_infos)
+        self._obs_rows = list(self._buffers[SB.OBS])  # a view of each step's row, made once
 
     def _collect(self, stop: Callable[[], bool]) -> int:
         """Steps all sub-envs up to one chunk; returns the number of rows written."""
@@ -510,35 +473,10 @@ class SingleAgentSampler:
 
     # --- chunk -> batch ------------------------------------------------------------
     def _chunk_to_batch(self, rows: int) -> SampleBatch:
-        """Env-major copy of the first `rows` rows: sub-env 0's steps, then sub-env 1's, ..."""
-        n = self.num_envs
-        cols = {}
-        for key, buf in self._buffers.items():
-            part = buf[:rows]
-            # np.array copies even when the swap is already contiguous (one sub-env): a batch
-            # must never alias the buffers the next chunk overwrites.
-            cols[key] = np.array(part.swapaxes(0, 1), order="C").reshape(n * rows, *part.shape[2:])
-        cols[SB.ENV_ID] = np.repeat(np.arange(n, dtype=np.int64), rows)
-        dones, terms = cols[SB.DONES], cols[SB.TERMINATEDS]
-        cols[SB.TRUNCATEDS] = dones & ~terms
-        return SampleBatch(cols)
+        return chunk_to_batch(self._buffers, rows)
 
     def _split_complete(self, chunk: SampleBatch) -> SampleBatch:
-        """Keeps the finished episodes of a chunk; stashes each sub-env's unfinished tail."""
-        rows = chunk.count // self.num_envs
-        dones = chunk[SB.DONES]
-        done_parts: List[SampleBatch] = []
-        for i in range(self.num_envs):
-            lo, hi = i * rows, (i + 1) * rows
-            ended = np.flatnonzero(dones[lo:hi])
-            if len(ended):
-                cut = lo + int(ended[-1]) + 1
-                done_parts.extend(self._pending[i])
-                done_parts.append(chunk.slice(lo, cut))
-                self._pending[i] = [chunk.slice(cut, hi)] if cut < hi else []
-            elif hi > lo:
-                self._pending[i].append(chunk.slice(lo, hi))
-        return SampleBatch.concat_samples(done_parts)
+        return split_complete(chunk, self._pending)
 
     def _postprocess(self, batch: SampleBatch) -> SampleBatch:
         if batch.count == 0:
