@@ -47,7 +47,8 @@ class Actor(ABC):
             prev_actions: recurrent policies: the previous actions `[B, ...]`.
             prev_rewards: recurrent policies: the previous rewards `[B]`.
             timestep: this step's global timestep (exploration schedules); default: the
-                one the actor was made with.
+                policy's `global_timestep` plus the steps since the actor's first one (the
+                actor's `timestep`, advanced by the rows of each call).
         """
 
     def finish(self) -> Dict[str, np.ndarray]:
@@ -71,12 +72,17 @@ class TorchActor(Actor):
     def __init__(self, policy, explore: Optional[bool], timestep: int):
         self.policy = policy
         self.explore = explore
-        self.timestep = timestep
+        # Steps past the policy's global timestep: what a sampler's `steps_since_sync` adds.
+        self._since = timestep - policy.global_timestep
 
     def act(self, obs: np.ndarray, state: Optional[Sequence[np.ndarray]] = None, prev_actions=None,
             prev_rewards=None, timestep: Optional[int] = None) -> ActResult:
-        return self.policy.compute_actions(obs, state, prev_actions, prev_rewards, explore=self.explore,
-                                           timestep=self.timestep if timestep is None else timestep)
+        policy = self.policy
+        if timestep is None:
+            timestep = policy.global_timestep + self._since
+            self._since += len(obs)
+        return policy.compute_actions(obs, state, prev_actions, prev_rewards, explore=self.explore,
+                                      timestep=timestep)
 
 
 __all__ = ["Actor", "ActResult", "TorchActor"]

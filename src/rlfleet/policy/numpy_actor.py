@@ -118,7 +118,7 @@ class NumpyActor(Actor):
 
     def act(self, obs: np.ndarray, state: Optional[Sequence[np.ndarray]] = None, prev_actions=None,
             prev_rewards=None, timestep: Optional[int] = None) -> ActResult:
-        if timestep is not None:
+        if timestep is not None:  # else: it was told the first step's (past any random_timesteps)
             self._exploration.last_timestep = timestep
         if self._chunk is not None:
             actions, dist_inputs = self._chunk.act(obs)

@@ -321,11 +321,12 @@ class SingleAgentSampler:
                 obs_row[...] = self._cur_obs
             else:  # a copy: the buffers may not exist yet (they are sized by this step's outputs)
                 obs_row = self._cur_obs.copy()
-            timestep = policy.global_timestep + self.steps_since_sync
+            # The actor counts the timesteps itself: the policy's global timestep plus
+            # `steps_since_sync` (which grows by `n` per step, as the actor's count does).
             if recurrent:
-                actions, extra = self._act_recurrent(actor, obs_row, timestep)
+                actions, extra = self._act_recurrent(actor, obs_row)
             else:
-                actions, _, extra = actor.act(obs_row, timestep=timestep)
+                actions, _, extra = actor.act(obs_row)
             t1 = clock()
             if not b:
                 self._alloc(extra, actor.deferred)
@@ -412,11 +413,10 @@ class SingleAgentSampler:
         for key, column in actor.finish().items():
             b[key][:rows] = column.reshape(rows, n, *column.shape[1:])
 
-    def _act_recurrent(self, actor, obs: np.ndarray, timestep: int):
+    def _act_recurrent(self, actor, obs: np.ndarray):
         """One batched step of a recurrent policy; the state and previous action / reward
         going in (and the state coming out) are added to the recorded columns."""
-        actions, state_out, extra = actor.act(obs, self._state, self._prev_actions, self._prev_rewards,
-                                              timestep=timestep)
+        actions, state_out, extra = actor.act(obs, self._state, self._prev_actions, self._prev_rewards)
         extra = dict(extra)
         extra[SB.PREV_ACTIONS] = self._prev_actions.copy()
         extra[SB.PREV_REWARDS] = self._prev_rewards.copy()
