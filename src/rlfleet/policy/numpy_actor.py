@@ -61,10 +61,11 @@ def numpy_actor_unavailable(policy, timestep: int) -> Optional[str]:
 
 
 def compute_actions_numpy(policy, obs: np.ndarray, explore: bool, timestep: int) -> ActResult:
-    """`compute_actions` with the NumPy snapshot (call after `numpy_actor_unavailable` said
-    None): every column at once, one forward pass for the actions and the values."""
+    """`compute_actions` with the NumPy snapshot (right after `numpy_actor_unavailable` said
+    None, which brought `policy._fast` up to date): every column at once, one forward pass
+    for the actions and the values."""
     policy.exploration.last_timestep = timestep
-    dist_inputs, values = policy._numpy_net()(obs)
+    dist_inputs, values = policy._fast(obs)
     actions, logp = sample_numpy(policy.dist_class, dist_inputs, explore, policy.np_random)
     extra = {SB.ACTION_DIST_INPUTS: dist_inputs, SB.ACTION_LOGP: logp, SB.ACTION_PROB: np.exp(logp)}
     if policy.records_values:

@@ -227,7 +227,7 @@ class TorchPolicy(Policy):
         torch actor (see `Policy.actor`)."""
         if defer and numpy_actor_unavailable(self, timestep) is None:
             explore = self.config.get("explore", True) if explore is None else explore
-            return NumpyActor(self, self._numpy_net(), explore, timestep, steps, num_envs)
+            return NumpyActor(self, self._fast, explore, timestep, steps, num_envs)  # `_fast`: just checked
         return TorchActor(self, explore, timestep)
 
     def _numpy_net(self) -> Optional[NumpyMLPInference]:
