@@ -116,18 +116,29 @@ class NumpyActor(Actor):
         self._obs: List[np.ndarray] = []
         self._dist_inputs: List[np.ndarray] = []
         self._actions: List[np.ndarray] = []
+        if self._chunk is not None:
+            # The sampler's hot path: no per-step branch on the mode.
+            self.act = self._act_chunk  # type: ignore[method-assign]
 
     def act(self, obs: np.ndarray, state: Optional[Sequence[np.ndarray]] = None, prev_actions=None,
             prev_rewards=None, timestep: Optional[int] = None) -> ActResult:
         if timestep is not None:  # else: it was told the first step's (past any random_timesteps)
             self._exploration.last_timestep = timestep
-        if self._chunk is not None:
-            actions, dist_inputs = self._chunk.act(obs)
-        else:
-            obs = obs_array(obs)
-            dist_inputs, _ = self._net(obs, values=False)
-            actions, _ = sample_numpy(self._dist_class, dist_inputs, self.explore, self._rng)
+        obs = obs_array(obs)
+        dist_inputs, _ = self._net(obs, values=False)
+        actions, _ = sample_numpy(self._dist_class, dist_inputs, self.explore, self._rng)
         # Held, not copied: the callers hand in arrays they no longer write to.
+        self._obs.append(obs)
+        self._dist_inputs.append(dist_inputs)
+        self._actions.append(actions)
+        return actions, [], {SB.ACTION_DIST_INPUTS: dist_inputs}
+
+    def _act_chunk(self, obs: np.ndarray, state: Optional[Sequence[np.ndarray]] = None, prev_actions=None,
+                   prev_rewards=None, timestep: Optional[int] = None) -> ActResult:
+        """`act` with the chunk's noise drawn up front (`fast_inference.ChunkActor`)."""
+        if timestep is not None:
+            self._exploration.last_timestep = timestep
+        actions, dist_inputs = self._chunk.act(obs)
         self._obs.append(obs)
         self._dist_inputs.append(dist_inputs)
         self._actions.append(actions)
