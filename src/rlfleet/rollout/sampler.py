@@ -1,8 +1,10 @@
 """The single-agent fast path: a vector of envs, one batched forward pass per step.
 
-Everything a step writes goes into preallocated time-major arrays `[T, num_envs, ...]`;
-a finished chunk is turned into one env-major SampleBatch (each sub-env's steps
-contiguous) and postprocessed by the policy in one vectorised call.
+Everything a step writes goes into preallocated time-major arrays `[T, num_envs, ...]`
+(rollout/chunk_buffers.py); a finished chunk is turned into one env-major SampleBatch (each
+sub-env's steps contiguous) and postprocessed by the policy in one vectorised call. The
+policy acts through one actor per chunk (`policy.actor`, policy/actor.py), whose `finish()`
+fills in the columns it deferred.
 
 What the envs return is checked as it arrives (`rlfleet.env.checks`): each observation in
 detail until the first episode ends, then the stacked preprocessed observations and the
