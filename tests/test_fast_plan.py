@@ -28,7 +28,7 @@ def test_every_result_reports_each_policys_fast_path():
     try:
         info = trainer.train()["info"]["learner"]["default_policy"]
         assert (info["fast_path"], info["fast_path_reason"]) == ("torch", "fast_path is 'off'")
-        assert info["fast_path_actor"] == "torch" and not trainer.get_policy()._fast_ok
+        assert info["fast_path_actor"] == "torch" and trainer.get_policy().numpy_actor_reason() == "fast_path is 'off'"
         assert trainer.get_policy()._fused is None
     finally:
         trainer.stop()

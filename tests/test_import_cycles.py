@@ -12,19 +12,10 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterable, List, Set
+from typing import Dict, Iterable, List, Set
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "rlfleet"
-
-# Cycles another change removes (the fused NumPy maths moves to `rlfleet.fast`); each entry is
-# the set of modules of one cycle. Anything else found fails the test.
-KNOWN_ELSEWHERE: List[FrozenSet[str]] = [
-    frozenset({f"rlfleet.algorithms.{algo}.{policy}", f"rlfleet.algorithms.{algo}.{fused}"})
-    for algo, policy, fused in [("ddpg", "ddpg_policy", "fused_update"), ("dqn", "dqn_policy", "fused_update"),
-                                ("ppo", "ppo_policy", "fused_sgd"), ("sac", "sac_policy", "fused_update")]
-]
-
 
 def module_name(path: Path, root: Path) -> str:
     parts = path.relative_to(root).with_suffix("").parts
@@ -107,7 +98,7 @@ def describe(component: Iterable[str], graph: Dict[str, Set[str]]) -> str:
 
 def test_no_import_cycles():
     graph = import_graph(SRC)
-    unexpected = [c for c in cycles(graph) if frozenset(c) not in KNOWN_ELSEWHERE]
+    unexpected = cycles(graph)
     assert not unexpected, "import cycles (move the shared piece down):\n" + "\n".join(
         describe(c, graph) for c in unexpected)
 

@@ -14,7 +14,7 @@ from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.env.checks import BOX_TOLERANCE, ObsBatchCheck, ObsRowCheck
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
-from rlfleet.rollout.multi_agent_sampler import _acted_columns, _agent_batch, _agent_batches, _stack
+from rlfleet.rollout.agent_batches import _acted_columns, _agent_batch, agent_batches, stack_obs
 from tests.test_multi_agent import TWO_POLICIES, JoinLeaveEnv, worker_for
 
 SB = SampleBatch
@@ -82,14 +82,14 @@ def test_row_check_follows_the_trivial_flag():
     [np.zeros(2, np.uint8)],
 ])
 def test_stack_is_np_stack(obs):
-    out, ref = _stack(obs), np.stack(obs)
+    out, ref = stack_obs(obs), np.stack(obs)
     assert out.dtype == ref.dtype and out.shape == ref.shape
     np.testing.assert_array_equal(out, ref)
 
 
 def test_stack_of_ragged_observations_raises_as_np_stack():
     with pytest.raises(ValueError, match="same shape"):
-        _stack([np.zeros(2, np.float32), np.zeros(3, np.float32)])
+        stack_obs([np.zeros(2, np.float32), np.zeros(3, np.float32)])
 
 
 # --- building the batches -----------------------------------------------------------------
@@ -153,7 +153,7 @@ def test_policy_batches_equal_per_trajectory_batches(case):
     pooled_columns = _acted_columns(tuple(r[7] for r in rows), tuple(r[8] for r in rows))
     assert (pooled_columns is not None) == (case in ("uniform", "shared_groups"))  # else: row by row
     expected = [_reference_batch(ep, aid, rows) for ep, aid, rows in group]
-    pooled = _agent_batches(group)
+    pooled = agent_batches(group)
     assert len(pooled) == len(expected)
     for got, one, ref in zip(pooled, [_agent_batch(ep, aid, rows) for ep, aid, rows in group], expected):
         _same(got, ref)
@@ -195,7 +195,7 @@ def test_extra_action_outs_of_the_accessor_are_the_batch_rows():
     w.stop()
 
 
-# --- deferred extra outputs (act_deferred / deferred_columns) -------------------------------
+# --- deferred extra outputs (the actors' finish()) -------------------------------------------
 def _ppo_two_agent_worker(**overrides):
     from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
     from rlfleet.config import merge_configs, validate_config
@@ -212,12 +212,12 @@ def _ppo_two_agent_worker(**overrides):
 
 @pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"])
 def test_deferred_extra_outputs_are_those_compute_actions_gives(batch_mode):
-    """Acting with `act_deferred` and filling the log-likelihoods and values in once per
+    """Acting with a NumPy actor and filling the log-likelihoods and values in once per
     `sample()` gives the batches `compute_actions` step by step gives (the same actions, the
     same draws; values and log-likelihoods equal to float rounding)."""
     deferred, stepwise = _ppo_two_agent_worker(batch_mode=batch_mode), _ppo_two_agent_worker(batch_mode=batch_mode)
-    stepwise.sampler._defer = False
-    assert deferred.sampler._defer
+    stepwise.sampler._actors.defer = False
+    assert deferred.sampler._actors.defer
     for _ in range(3):
         a, b = deferred.sample(), stepwise.sample()
         assert a.policy_batches.keys() == b.policy_batches.keys() == {"p0", "p1"}
@@ -230,7 +230,7 @@ def test_deferred_extra_outputs_are_those_compute_actions_gives(batch_mode):
                     np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-5, err_msg=key)
                 else:
                     np.testing.assert_array_equal(x[key], y[key], err_msg=key)
-        assert not deferred.sampler._deferred  # every acting group was filled in
+        assert not deferred.sampler._actors  # every acting group was filled in
 
 
 def test_a_step_callback_keeps_compute_actions():
@@ -243,7 +243,7 @@ def test_a_step_callback_keeps_compute_actions():
             seen.append(episode.last_extra_action_outs_for(0)[SB.VF_PREDS])
 
     worker = _ppo_two_agent_worker(callbacks=ReadsExtras)
-    assert not worker.sampler._defer
+    assert not worker.sampler._actors.defer
     worker.sample()
     assert seen and all(np.isfinite(v) for v in seen)
 
@@ -253,7 +253,7 @@ def test_observation_fn_keeps_compute_actions():
     worker = _ppo_two_agent_worker(multiagent={
         "policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}",
         "observation_fn": lambda agent_obs, **kw: agent_obs})
-    assert not worker.sampler._defer
+    assert not worker.sampler._actors.defer
     batch = worker.sample()
     assert SB.VF_PREDS in batch.policy_batches["p0"]
 
@@ -262,7 +262,7 @@ def test_an_error_mid_sample_fills_in_the_rows_acted_on():
     """Rows acted on before an error get their log-likelihoods and values from the weights
     they acted with, not from weights set before the next `sample()`."""
     deferred, stepwise = _ppo_two_agent_worker(), _ppo_two_agent_worker()
-    stepwise.sampler._defer = False
+    stepwise.sampler._actors.defer = False
     for worker in (deferred, stepwise):
         sampler = worker.sampler
         step, calls = sampler._step, []
@@ -276,7 +276,7 @@ def test_an_error_mid_sample_fills_in_the_rows_acted_on():
         sampler._step = failing_step
         with pytest.raises(RuntimeError):
             worker.sample()
-        assert not sampler._deferred
+        assert not sampler._actors
         sampler._step = step
         worker.get_policy("p0").set_weights({k: v * 1.1 for k, v in worker.get_policy("p0").get_weights().items()})
     a, b = deferred.sample().policy_batches["p0"], stepwise.sample().policy_batches["p0"]

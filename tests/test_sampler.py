@@ -283,12 +283,12 @@ def _log_softmax(x):
 
 @pytest.mark.parametrize("num_envs", [1, 3])
 def test_fast_path_columns_match_the_torch_policy(num_envs):
-    """The chunk actor's deferred columns equal what the torch model gives for the recorded rows."""
+    """The NumPy actor's deferred columns equal what the torch model gives for the recorded rows."""
     import torch
 
     w = make_worker("CartPole-v1", {"num_envs_per_worker": num_envs, "rollout_fragment_length": 50, "seed": 3})
     policy = w.get_policy()
-    assert policy.chunk_actor(True, 0, 5, num_envs) is not None  # the fast path is on
+    assert policy.actor(True, 0, steps=5, num_envs=num_envs).backend == "numpy"  # the fast path is on
     for _ in range(2):
         b = w.sample()
         with torch.no_grad():
@@ -332,7 +332,7 @@ def test_fast_path_gaussian_actions_and_logp():
     w = make_worker("Pendulum-v1", {"num_envs_per_worker": 2, "rollout_fragment_length": 100, "seed": 1,
                                     "normalize_actions": False})
     policy = w.get_policy()
-    assert policy.dist_class is DiagGaussian and policy.chunk_actor(True, 0, 5, 2) is not None
+    assert policy.dist_class is DiagGaussian and policy.actor(True, 0, steps=5, num_envs=2).backend == "numpy"
     b = w.sample()
     inputs = torch.as_tensor(b[SB.ACTION_DIST_INPUTS])
     expected = DiagGaussian(inputs, policy.model).logp(torch.as_tensor(b[SB.ACTIONS])).numpy()
@@ -363,24 +363,25 @@ def test_fast_path_is_seeded_and_follows_weight_changes():
 
 def test_fast_path_not_used_where_it_would_change_behaviour():
     lstm = make_worker("CartPole-v1", {"model": {"use_lstm": True, "lstm_cell_size": 8}, "rollout_fragment_length": 5})
-    assert lstm.get_policy().chunk_actor(True, 0, 5, 1) is None
+    assert lstm.get_policy().actor(True, 0, steps=5, num_envs=1).backend == "torch"
     warm = make_worker("CartPole-v1", {"exploration_config": {"type": "StochasticSampling", "random_timesteps": 50},
                                        "rollout_fragment_length": 20})
     policy = warm.get_policy()
-    assert policy.chunk_actor(True, 0, 20, 1) is None and policy.chunk_actor(True, 50, 20, 1) is not None
+    assert policy.actor(True, 0, steps=20, num_envs=1).backend == "torch"
+    assert policy.actor(True, 50, steps=20, num_envs=1).backend == "numpy"
     b = warm.sample()  # the first 20 steps are uniformly random: the torch path records them
     assert b.count == 20 and np.isfinite(b[SB.ACTION_LOGP]).all()
 
 
 def test_single_threaded_blas_restores_the_thread_count():
-    from rlfleet.fast import blas as fast_inference
+    from rlfleet.fast import blas
 
-    with fast_inference.single_threaded_blas():
+    with blas.single_threaded_blas():
         pass
-    setter = fast_inference._BLAS_SETTER
+    setter = blas._BLAS_SETTER
     if not setter:
         pytest.skip("NumPy without bundled OpenBLAS: single_threaded_blas does nothing")
     before = setter(3)
-    with fast_inference.single_threaded_blas():
+    with blas.single_threaded_blas():
         assert setter(1) == 1  # inside: one thread
     assert setter(before) == 3  # after: restored

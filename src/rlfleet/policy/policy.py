@@ -1,4 +1,5 @@
-"""The Policy API: acting (`compute_actions`) and learning (`learn_on_batch`) for one policy id."""
+"""The Policy API: acting (`compute_actions`, and `actor` for samplers) and learning
+(`learn_on_batch`) for one policy id."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
@@ -6,6 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
+from rlfleet.policy.actor import Actor, TorchActor
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.utils.spaces import env_action, flatten_action, is_nested
 
@@ -40,6 +42,24 @@ class Policy:
     ) -> Tuple[np.ndarray, List[np.ndarray], Dict[str, np.ndarray]]:
         """Returns `(actions, state_outs, extra_fetches)` for a batch of observations."""
         raise NotImplementedError  # abstract
+
+    def actor(self, explore: Optional[bool], timestep: int, *, steps: Optional[int] = None,
+              num_envs: Optional[int] = None, defer: bool = True) -> Actor:
+        """The `Actor` (policy/actor.py) that samplers act through for one stretch of sampling.
+
+        Args:
+            explore: sample (True), act greedily (False), or None: `config["explore"]`.
+            timestep: the global timestep of the first step.
+            steps, num_envs: a hint that the actor will act at most `steps` times on
+                `num_envs` rows each (a sampler chunk); a backend may use it to draw its
+                noise up front.
+            defer: whether the actor may leave columns to `finish()`; False for a caller that
+                reads every column per step (or whose weights may change before `finish`).
+
+        The default acts through `compute_actions` (`TorchActor`), deferring nothing;
+        TorchPolicy adds a NumPy backend for fully connected policies.
+        """
+        return TorchActor(self, explore, timestep)
 
     def compute_single_action(
         self,

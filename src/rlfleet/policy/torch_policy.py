@@ -21,13 +21,14 @@ import torch
 
 from rlfleet.exploration.stochastic_sampling import make_exploration
 from rlfleet.models.catalog import ModelCatalog
-from rlfleet.models.distributions import Categorical
 from rlfleet.fast.blas import single_threaded_blas
-from rlfleet.fast.distributions import categorical_logp, gaussian_logp, sample_numpy
-from rlfleet.fast.inference import ChunkActor, NumpyMLPInference
-from rlfleet.policy.fast_plan import FastPathPlan, actor_reason, fast_path_mode, make_plan, supports_fast_path
+from rlfleet.fast.inference import NumpyMLPInference
+from rlfleet.policy.actor import Actor, TorchActor
+from rlfleet.policy.fast_plan import FastPathPlan, make_plan
 from rlfleet.policy.learning_loop import DEFAULT_OPTIMIZER, finish_result, sgd_passes, start_result, torch_step
 from rlfleet.policy.nan_guard import NonFiniteGuard
+from rlfleet.policy.numpy_actor import (NumpyActor, compute_actions_numpy, numpy_actor_unavailable, obs_array,
+                                        static_numpy_reason)
 from rlfleet.policy.optim import build_adam, check_adam_options, optimizer_params
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
@@ -38,12 +39,8 @@ from rlfleet.utils.schedules import make_schedule
 from rlfleet.utils.seeding import derive_seed
 
 
-
-
-def _obs_array(obs) -> np.ndarray:
-    """Observations as an array: uint8 images stay uint8 (the model scales them), the rest float32."""
-    arr = np.asarray(obs)
-    return arr if arr.dtype == np.uint8 else arr.astype(np.float32, copy=False)
+# The name algorithm policies (IMPALA, APPO) import it by.
+_obs_array = obs_array
 
 
 def model_forward(model, batch: Dict[str, torch.Tensor]):
@@ -125,14 +122,14 @@ class TorchPolicy(Policy):
         callbacks_factory = config.get("callbacks")
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
-        # The NumPy fast path reads CPU weights; on a GPU, acting runs there with torch.
-        self._fast_ok = (supports_fast_path(self) and self.device.type == "cpu"
-                         and fast_path_mode(config) != "off")
         self._fast_plan: Optional[FastPathPlan] = None
         self._fused: Any = None  # the NumPy learner, built once the plan picks it
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
         self._init_recurrence(config["model"])
+        # Why acting cannot run the NumPy copy of the model (None: it can): see numpy_actor.py.
+        self._numpy_reason: Optional[str] = static_numpy_reason(
+            self, acts_its_own_way=type(self).compute_actions is not TorchPolicy.compute_actions)
 
     def make_model_and_action_dist(self) -> Tuple[Any, torch.nn.Module]:
         """`(dist_class, model)`: from the ModelCatalog by default; algorithms with their own
@@ -153,12 +150,11 @@ class TorchPolicy(Policy):
         return None
 
     def numpy_actor_reason(self) -> Optional[str]:
-        """Why acting cannot run on the NumPy snapshot of the model (None: it can)."""
-        if self._fast_ok:
-            return None
-        if fast_path_mode(self.config) == "off":
-            return "fast_path is 'off'"
-        return actor_reason(self) or "a GPU, a recurrent model or layers NumPy cannot copy"
+        """Why acting can never run on the NumPy snapshot of the model (None: it can, outside
+        the exploration's random steps; see numpy_actor.py)."""
+        if self._numpy_reason is None:
+            self._numpy_net()  # sets the reason when the model has layers the copy cannot run
+        return self._numpy_reason
 
     @property
     def fast_plan(self) -> FastPathPlan:
@@ -237,9 +233,11 @@ class TorchPolicy(Policy):
     ) -> Tuple[np.ndarray, List[np.ndarray], Dict[str, np.ndarray]]:
         explore = self.config.get("explore", True) if explore is None else explore
         timestep = self.global_timestep if timestep is None else timestep
-        obs_np = _obs_array(obs_batch)
-        if self._fast_ok and not state_batches and timestep >= self.exploration.random_timesteps:
-            return self._compute_actions_numpy(obs_np, explore, timestep)
+        obs_np = obs_array(obs_batch)
+        if not state_batches and numpy_actor_unavailable(self, timestep) is None:
+            # Same distribution as the torch path, a fraction of the dispatch cost (see
+            # rlfleet/fast/inference.py).
+            return compute_actions_numpy(self, obs_np, explore, timestep)
         input_dict, state = self._model_inputs(obs_np, state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
             dist_inputs, state_out = self.model(input_dict, state, None)
@@ -256,6 +254,15 @@ class TorchPolicy(Policy):
                 extra[SampleBatch.VF_PREDS] = self.model.value_function().cpu().numpy()
         return actions.numpy(), [s.numpy() for s in state_out], extra
 
+    def actor(self, explore: Optional[bool], timestep: int, *, steps: Optional[int] = None,
+              num_envs: Optional[int] = None, defer: bool = True) -> Actor:
+        """The NumPy actor where `numpy_actor_unavailable` allows it (and `defer`), else the
+        torch actor (see `Policy.actor`)."""
+        if defer and numpy_actor_unavailable(self, timestep) is None:
+            explore = self.config.get("explore", True) if explore is None else explore
+            return NumpyActor(self, self._fast, explore, timestep, steps, num_envs)  # `_fast`: just checked
+        return TorchActor(self, explore, timestep)
+
     def _numpy_net(self) -> Optional[NumpyMLPInference]:
         """The NumPy snapshot of the model, rebuilt when a parameter changed in place (its
         `_version`; the parameter list is cached: walking the modules per step cost more
@@ -268,81 +275,9 @@ class TorchPolicy(Policy):
             self._fast = NumpyMLPInference(self.model)
             self._fast_key = key
             if not self._fast.ok:
-                self._fast_ok = False
+                self._numpy_reason = "the model has layers the NumPy copy cannot run"
                 return None
         return self._fast
-
-    def chunk_actor(self, explore: bool, timestep: int, steps: int, num_envs: int) -> Optional[ChunkActor]:
-        """The sampler's fast path for one chunk of at most `steps` steps of `num_envs` envs
-        (`fast_inference.ChunkActor`: per step only the action; log-likelihoods and values
-        once per chunk), or None where `compute_actions` must run step by step (recurrent
-        or non-MLP models, other exploration, random warm-up steps, a subclass acting its
-        own way)."""
-        net = self._acting_net(timestep)
-        if net is None:
-            return None
-        explore = self.config.get("explore", True) if explore is None else explore
-        return ChunkActor(net, self.dist_class, self.np_random, explore, steps, num_envs)
-
-    def _acting_net(self, timestep: int) -> Optional[NumpyMLPInference]:
-        """The NumPy snapshot to act with at `timestep` (the exploration told of the step), or
-        None where `compute_actions` must act (see `chunk_actor`)."""
-        if (not self._fast_ok or timestep < self.exploration.random_timesteps
-                or type(self).compute_actions is not TorchPolicy.compute_actions):
-            return None
-        net = self._numpy_net()
-        if net is not None:
-            self.exploration.last_timestep = timestep
-        return net
-
-    def act_deferred(self, obs_batch, explore: Optional[bool] = None, timestep: Optional[int] = None
-                     ) -> Optional[Tuple[np.ndarray, np.ndarray, bool]]:
-        """`compute_actions` cut to what the next env step needs: `(actions, dist_inputs,
-        explore)`, drawn exactly as `compute_actions` draws them; the log-likelihoods and
-        value predictions are left to `deferred_columns`, computed later for many rows at
-        once with the same weights. None where `compute_actions` must run (the cases of
-        `chunk_actor`). For the multi-agent sampler (`rollout/multi_agent_sampler.py`)."""
-        net = self._acting_net(self.global_timestep if timestep is None else timestep)
-        if net is None:
-            return None
-        explore = self.config.get("explore", True) if explore is None else explore
-        dist_inputs, _ = net(_obs_array(obs_batch), values=False)
-        actions, _ = sample_numpy(self.dist_class, dist_inputs, explore, self.np_random)
-        return actions, dist_inputs, bool(explore)
-
-    def deferred_columns(self, obs: np.ndarray, dist_inputs: np.ndarray, actions: np.ndarray,
-                         explore: bool) -> Dict[str, np.ndarray]:
-        """The extra outputs `compute_actions` would have returned with rows that
-        `act_deferred` acted on (before the weights change): distribution inputs,
-        log-likelihoods and probabilities of the actions (0 / 1 when greedy), and values."""
-        if not explore:
-            logp = np.zeros(len(actions), np.float32)
-        elif self.dist_class is Categorical:
-            logp = categorical_logp(dist_inputs, actions)
-        else:
-            logp = gaussian_logp(dist_inputs, actions)
-        columns = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs, SampleBatch.ACTION_LOGP: logp,
-                   SampleBatch.ACTION_PROB: np.exp(logp)}
-        if self.records_values:
-            columns[SampleBatch.VF_PREDS] = self._numpy_net().values(_obs_array(obs))
-        return columns
-
-    def _compute_actions_numpy(self, obs: np.ndarray, explore: bool, timestep: int):
-        # Same distribution as the torch path, a fraction of the dispatch cost (see
-        # fast_inference.py).
-        if self._numpy_net() is None:
-            return self.compute_actions(obs, explore=explore, timestep=timestep)
-        self.exploration.last_timestep = timestep
-        dist_inputs, values = self._fast(obs)
-        actions, logp = sample_numpy(self.dist_class, dist_inputs, explore, self.np_random)
-        extra = {
-            SampleBatch.ACTION_DIST_INPUTS: dist_inputs,
-            SampleBatch.ACTION_LOGP: logp,
-            SampleBatch.ACTION_PROB: np.exp(logp),
-        }
-        if self.records_values:
-            extra[SampleBatch.VF_PREDS] = values
-        return actions, [], extra
 
     def compute_values(self, obs: np.ndarray, state_batches: Optional[List[np.ndarray]] = None,
                        prev_action_batch=None, prev_reward_batch=None) -> np.ndarray:
@@ -350,10 +285,10 @@ class TorchPolicy(Policy):
         the state going into them and the previous actions / rewards)."""
         if len(obs) == 0:
             return np.zeros(0, np.float32)
-        if self._fast_ok and not state_batches and self._numpy_net() is not None:
-            with single_threaded_blas():  # the NumPy snapshot acting uses: see fast_inference.py
-                return self._fast.values(_obs_array(obs))
-        input_dict, state = self._model_inputs(_obs_array(obs), state_batches, prev_action_batch, prev_reward_batch)
+        if self._numpy_reason is None and not state_batches and self._numpy_net() is not None:
+            with single_threaded_blas():  # as the NumPy snapshot acts: see rlfleet/fast/blas.py
+                return self._fast.values(obs_array(obs))
+        input_dict, state = self._model_inputs(obs_array(obs), state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
             self.model(input_dict, state, None)
             return self.model.value_function().cpu().numpy()
@@ -380,8 +315,6 @@ class TorchPolicy(Policy):
             self.view_columns.append(SampleBatch.PREV_ACTIONS)
         if self._initial_state and uses_rewards:
             self.view_columns.append(SampleBatch.PREV_REWARDS)
-        if self._initial_state:
-            self._fast_ok = False
 
     def get_initial_state(self) -> List[np.ndarray]:
         return [s.copy() for s in self._initial_state]

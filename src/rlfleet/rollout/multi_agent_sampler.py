@@ -23,23 +23,18 @@ episode with `disable_env_checking`). An env that raises or breaks its contract 
 `EnvError` naming the env, worker, sub-env, episode, step and agent; the sampler then
 stops (later collections raise it again) until `restart()`.
 
-Cost (the sampler's own, per agent step): a few dict operations. A closed transition is one
-tuple `(obs, new_obs, action, reward, terminated, done, t, acted, j)`, where `acted` is its
-acting group's `(extra outputs, actions)` arrays and `j` its row there; when a batch is
-built, each policy's columns are converted once for all its trajectories (the acting
-groups' arrays concatenated and indexed) and sliced per trajectory. Per step, the policy
-lookups are read once per policy (again after any user code), and an observation that
-NoPreprocessor and NoFilter would return unchanged skips them. Acting runs with
-single-threaded BLAS, as on the single-agent path (`rlfleet.fast.blas.single_threaded_blas`).
+Cost (the sampler's own, per agent step): a few dict operations; closed transitions become
+batches in rollout/agent_batches.py. Per step, the policy lookups are read once per policy
+(again after any user code), and an observation that NoPreprocessor and NoFilter would
+return unchanged skips them. Acting (rollout/policy_actors.py) runs with single-threaded
+BLAS, as on the single-agent path (`rlfleet.fast.blas.single_threaded_blas`).
 """
 from __future__ import annotations
 
 import logging
 import math
 import time
-from collections import defaultdict
-from itertools import accumulate
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -49,6 +44,9 @@ from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlfleet.rollout.agent_batches import postprocessed_batches, stack_obs
+from rlfleet.rollout.policy_actors import PolicyActors
+from rlfleet.rollout.policy_removal import remap_removed_policy
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
@@ -88,13 +86,12 @@ class MultiAgentSampler:
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
         self._step_hook = self._hooks["on_episode_step"]
-        # Acting computes only the actions (`act_deferred`); each policy's log-likelihoods
-        # and values for the rows acted on in one `sample()` come in one pass at its end
-        # (`_resolve_deferred`), unless a callback or `observation_fn` could read them per
+        # Each policy acts through one actor (policy/actor.py) per `sample()`, which may leave
+        # the log-likelihoods and values of the rows acted on to one pass at its end
+        # (`_finish_actors`), unless a callback or `observation_fn` could read them per
         # step (`episode.last_extra_action_outs_for`) or change the weights meanwhile.
-        self._defer = settings.observation_fn is None and not any(
-            self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end"))
-        self._deferred: List[tuple] = []  # (policy, extra outputs dict, obs, actions, explore)
+        self._actors = PolicyActors(defer=settings.observation_fn is None and not any(
+            self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end")))
         self._rules, self._clipper = settings.rules, settings.reward_clipper
         self._eps_base = settings.episode_id_base
         self._eps_counter = 0
@@ -118,7 +115,7 @@ class MultiAgentSampler:
             try:
                 return self._sample()
             finally:  # after an error too: rows acted on keep the weights they acted with
-                self._resolve_deferred()
+                self._finish_actors()
 
     def _sample(self) -> MultiAgentBatch:
         target = self.settings.fragment_length * self.num_envs
@@ -131,7 +128,7 @@ class MultiAgentSampler:
                     finished_seen = len(self._finished)
                     done = sum(e.num_rows if self.settings.count_agent_steps else e.length for e in self._finished)
                 if done >= target:
-                    self._resolve_deferred()
+                    self._finish_actors()
                     return self._build(self._finished, env_steps=sum(e.length for e in self._finished))
             else:
                 if self.settings.count_agent_steps:
@@ -140,7 +137,7 @@ class MultiAgentSampler:
                 else:  # env steps: no need to walk the episodes every step
                     ready = env_steps
                 if ready >= target:
-                    self._resolve_deferred()
+                    self._finish_actors()
                     live = [e for e in self._episodes if e is not None and e.num_rows]
                     return self._build(self._finished + live, env_steps=env_steps)
 
@@ -157,7 +154,7 @@ class MultiAgentSampler:
                         if e is not None and not self.settings.complete_episodes:
                             e.rows, e.num_rows = {}, 0
             finally:  # the actions still in flight (and after an error)
-                self._resolve_deferred()
+                self._finish_actors()
         return self.metrics[start:]
 
     def pop_metrics(self) -> List[RolloutMetrics]:
@@ -170,7 +167,7 @@ class MultiAgentSampler:
     def restart(self) -> None:
         """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
         self._failed = None
-        self._deferred = []
+        self._actors.clear()
         self._episodes = [None] * self.num_envs
         self._finished = []
         self.metrics = []
@@ -184,49 +181,10 @@ class MultiAgentSampler:
         self._eps_counter = int(state.get("episodes_started", self._eps_counter))
 
     def on_policy_removed(self, policy_id: str) -> None:
-        """Called after the worker removed `policy_id` (and set its new mapping function).
-
-        Agents of running episodes mapped to it are re-mapped through the worker's current
-        `policy_mapping_fn`; what they collected so far is dropped (there is no policy left
-        to postprocess or train on it), and so are their rows in ended episodes not yet
-        batched. Agents joining a running episode later are mapped as at its start, unless
-        that mapping names a policy that no longer exists.
-        """
+        """Called after the worker removed `policy_id` (and set its new mapping function): its
+        agents are re-mapped and what they collected is dropped (see policy_removal.py)."""
         self._checked.discard(policy_id)
-        worker = self.worker
-        for ep in self._finished:
-            for aid in [a for a in ep.rows if ep.policy_for(a) == policy_id]:
-                ep.num_rows -= len(ep.rows.pop(aid))
-        for ep in self._episodes:
-            if ep is None:
-                continue
-            ep._mapping_fn = self._fallback_mapping(ep._mapping_fn)
-            for aid in [a for a, pid in ep._policy.items() if pid == policy_id]:
-                new_pid = call_mapping_fn(worker.policy_mapping_fn, aid, ep, worker)
-                if new_pid not in worker.policy_map:
-                    raise ValueError(
-                        f"remove_policy({policy_id!r}): agent {aid!r} of a running episode used it, and the "
-                        f"policy mapping now returns {new_pid!r}, which is not a policy of this worker either; "
-                        f"pass policy_mapping_fn=... mapping agents to one of {sorted(worker.policy_map)}")
-                ep._policy[aid] = new_pid
-                if aid in ep.rows:
-                    ep.num_rows -= len(ep.rows.pop(aid))
-                ep.open.pop(aid, None)
-                if aid in ep._last_raw_obs and aid not in ep.done_agents:
-                    _, pp, filt = self._resolve(new_pid)
-                    ep._last_obs[aid] = filt(pp.transform(ep._last_raw_obs[aid]), update=False)
-
-    def _fallback_mapping(self, mapping: Callable) -> Callable:
-        """`mapping`, or the worker's current mapping where it names a removed policy."""
-        worker = self.worker
-
-        def mapped(aid, episode):
-            pid = mapping(aid, episode)
-            if pid in worker.policy_map:
-                return pid
-            return call_mapping_fn(worker.policy_mapping_fn, aid, episode, worker)
-
-        return mapped
+        remap_removed_policy(policy_id, self._finished, [ep for ep in self._episodes if ep is not None], self.worker)
 
     # --- policy lookup -----------------------------------------------------------------
     def _resolve(self, pid: str):
@@ -278,25 +236,17 @@ class MultiAgentSampler:
                     group[1].append(aid)
                     group[2].append(obs)
         actions: List[Dict[Any, Any]] = [{} for _ in range(self.num_envs)]
+        actors = self._actors
         for pid, (members, aids, obs_list) in groups.items():
             policy = self._resolve(pid)[0]
-            obs_batch = _stack(obs_list)
+            obs_batch = stack_obs(obs_list)
             timestep = policy.global_timestep + self.steps_since_sync
-            # explore=None: each policy's own `explore` (per-policy configs may differ).
-            act_deferred = getattr(policy, "act_deferred", None) if self._defer else None
-            acted_now = act_deferred(obs_batch, explore=None, timestep=timestep) if act_deferred else None
-            if acted_now is not None:
-                acts, dist_inputs, explore = acted_now
-                extra = {SB.ACTION_DIST_INPUTS: dist_inputs}  # the rest: `_resolve_deferred`
-                self._deferred.append((policy, extra, obs_batch, acts, explore))
-            else:
-                acts, _, extra = policy.compute_actions(obs_batch, explore=None, timestep=timestep)
-                extra = dict(extra)
+            acts, extra = actors.act(policy, obs_batch, timestep)  # the deferred columns: `_finish_actors`
             cfg = policy.config
             to_env = env_actions(acts, policy.action_space, bool(cfg.get("normalize_actions", True)),
                                  bool(cfg.get("clip_actions", False)))
             # Each row's actions and extra outputs stay in the group's arrays (read when a
-            # batch is built: `_acted_columns`).
+            # batch is built: agent_batches.py).
             acted = (extra, acts)
             same = to_env is acts
             for j, (ep, aid, obs, action) in enumerate(zip(members, aids, obs_list, list(acts))):
@@ -334,25 +284,9 @@ class MultiAgentSampler:
         perf["steps"] += 1
         return self.num_envs
 
-    def _resolve_deferred(self) -> None:
-        """Fills in the extra outputs of the rows acted on with `act_deferred` since the last
-        call: per policy (and explore setting), one `deferred_columns` pass over all of them,
-        split back into each acting group's dict (which its rows read)."""
-        deferred, self._deferred = self._deferred, []
-        passes: Dict[Tuple[int, bool], List[tuple]] = {}
-        for entry in deferred:
-            passes.setdefault((id(entry[0]), entry[4]), []).append(entry)
-        for entries in passes.values():
-            policy, explore = entries[0][0], entries[0][4]
-            ends = list(accumulate(len(entry[3]) for entry in entries))
-            columns = policy.deferred_columns(
-                np.concatenate([entry[2] for entry in entries]),
-                np.concatenate([entry[1][SB.ACTION_DIST_INPUTS] for entry in entries]),
-                np.concatenate([entry[3] for entry in entries]), explore)
-            for entry, start, end in zip(entries, [0] + ends[:-1], ends):
-                extra = entry[1]
-                for key, column in columns.items():
-                    extra[key] = column[start:end]
+    def _finish_actors(self) -> None:
+        """The deferred columns of the rows acted on so far (see `PolicyActors.finish`)."""
+        self._actors.finish()
 
     def _user_code_ran(self) -> None:
         """A callback or `observation_fn` ran: it may have changed the worker's policies."""
@@ -558,32 +492,10 @@ class MultiAgentSampler:
 
     # --- batches -------------------------------------------------------------------------
     def _build(self, episodes: List[MultiAgentEpisode], env_steps: int) -> MultiAgentBatch:
-        # Every agent trajectory's batch, built policy by policy (`_agent_batches`).
-        trajectories: Dict[str, list] = {}
-        for ep in episodes:
-            for aid, rows in ep.rows.items():
-                trajectories.setdefault(ep.policy_for(aid), []).append((ep, aid, rows))
-        agent_batches = {}
-        for group in trajectories.values():
-            for (ep, aid, _), batch in zip(group, _agent_batches(group)):
-                agent_batches[id(ep), aid] = batch
-        per_policy: Dict[str, List[SampleBatch]] = defaultdict(list)
-        for ep in episodes:
-            pre = {aid: (self._resolve(ep.policy_for(aid))[0], agent_batches[id(ep), aid]) for aid in ep.rows}
-            for aid, (policy, batch) in pre.items():
-                pid = ep.policy_for(aid)
-                others = {o: pb for o, pb in pre.items() if o != aid}
-                post = policy.postprocess_trajectory(batch, others, ep)
-                if self._hooks["on_postprocess_trajectory"]:
-                    self.callbacks.on_postprocess_trajectory(
-                        worker=self.worker, episode=ep, agent_id=aid, policy_id=pid,
-                        policies=self.worker.policy_map, postprocessed_batch=post, original_batches=pre)
-                per_policy[pid].append(post)
-            ep.rows, ep.num_rows = {}, 0
+        hook = self.callbacks if self._hooks["on_postprocess_trajectory"] else None
+        batches = postprocessed_batches(episodes, self.worker, lambda pid: self._resolve(pid)[0], hook)
         built = {id(e) for e in episodes}
         self._finished = [e for e in self._finished if id(e) not in built]
-        order = [pid for pid in self.worker.policy_map if pid in per_policy]  # stable: the map's order
-        batches = {pid: SampleBatch.concat_samples(per_policy[pid]) for pid in order}
         if self.settings.compress_observations:
             # After postprocessing (bootstrapping reads `new_obs`); the learner decompresses.
             for batch in batches.values():
@@ -596,106 +508,6 @@ class MultiAgentSampler:
 # actions [B, ...])`, `_J` the agent's row there; `_REWARD` collects the (clipped) rewards
 # given to it meanwhile.
 _OBS, _ACTION, _ACTED, _J, _T, _REWARD = range(6)
-
-
-def _stack(obs: List[Any]) -> np.ndarray:
-    """`np.stack(obs)`, in a fifth of the time for the usual equally shaped arrays."""
-    try:
-        out = np.array(obs)
-    except ValueError:
-        return np.stack(obs)  # with its own error
-    first = obs[0]
-    if out.dtype == object or type(first) is not np.ndarray or out.shape[1:] != first.shape:
-        return np.stack(obs)  # anything unusual: as it always was
-    return out
-
-
-def _column(values: tuple) -> Optional[np.ndarray]:
-    """`np.asarray(values)` when every value is a NumPy array or scalar of one dtype and
-    shape (then each trajectory's slice equals its own `np.asarray`), else None."""
-    try:
-        out = np.asarray(values)
-        dtypes = {v.dtype for v in values}
-    except (ValueError, AttributeError):
-        return None
-    if len(dtypes) != 1 or out.dtype == object:
-        return None
-    return out
-
-
-def _acted_columns(acted: tuple, js: tuple) -> Optional[Tuple[np.ndarray, Dict[str, np.ndarray]]]:
-    """`(actions, {column: extra outputs})` of rows whose acting group's arrays are `acted[r]`
-    and row there `js[r]`: the groups' arrays concatenated once, then indexed. None where the
-    groups differ in columns, dtypes or shapes (then the rows are read one by one)."""
-    ids = list(map(id, acted))
-    groups = dict(zip(ids, acted))  # each group once, in order
-    extras = [extra for extra, _ in groups.values()]
-    first = extras[0]
-    if any(extra.keys() != first.keys() for extra in extras):
-        return None
-    columns = [[acts for _, acts in groups.values()]] + [[extra[k] for extra in extras] for k in first]
-    out = []
-    try:
-        sizes = list(map(len, columns[0]))
-        offsets = dict(zip(groups, accumulate(sizes, initial=0)))
-        index = np.fromiter(map(offsets.__getitem__, ids), np.int64, len(ids)) + np.asarray(js, np.int64)
-        for arrays in columns:
-            if set(map(type, arrays)) != {np.ndarray} or list(map(len, arrays)) != sizes:
-                return None
-            dtypes = {a.dtype for a in arrays}
-            if len(dtypes) != 1 or np.dtype(object) in dtypes:
-                return None
-            out.append(np.concatenate(arrays)[index])
-    except (TypeError, ValueError):  # not arrays of rows, or of other shapes
-        return None
-    return out[0], dict(zip(first, out[1:]))
-
-
-def _agent_batches(group: List[tuple]) -> List[SampleBatch]:
-    """The batches of one policy's agent trajectories `(episode, agent, rows)`: each column
-    converted once for all of them, then sliced (what `_agent_batch` gives each one)."""
-    lengths = [len(rows) for _, _, rows in group]
-    pooled = [row for _, _, rows in group for row in rows]
-    obs, next_obs, actions, rewards, terms, dones, ts, acted, js = zip(*pooled)
-    obs, next_obs, columns = _column(obs), _column(next_obs), _acted_columns(acted, js)
-    if obs is None or next_obs is None or columns is None:
-        return [_agent_batch(ep, aid, rows) for ep, aid, rows in group]
-    terms, dones = np.asarray(terms), np.asarray(dones)
-    base = {SB.OBS: obs, SB.NEXT_OBS: next_obs, SB.ACTIONS: columns[0],
-            SB.REWARDS: np.asarray(rewards).astype(np.float32), SB.TERMINATEDS: terms,
-            SB.TRUNCATEDS: dones & ~terms, SB.DONES: dones, SB.T: np.asarray(ts)}
-    base.update(columns[1])
-    base[SB.EPS_ID] = np.repeat(np.array([ep.episode_id for ep, _, _ in group], np.int64), lengths)
-    base[SB.ENV_ID] = np.repeat(np.array([ep.env_index for ep, _, _ in group], np.int64), lengths)
-    base[SB.AGENT_INDEX] = np.repeat(np.array([ep.agent_index(aid) for ep, aid, _ in group], np.int64), lengths)
-    out, start = [], 0
-    for n in lengths:
-        end = start + n
-        out.append(SampleBatch({k: v[start:end] for k, v in base.items()}))
-        start = end
-    return out
-
-
-def _agent_batch(ep: MultiAgentEpisode, aid, rows: List[tuple]) -> SampleBatch:
-    """One agent trajectory's batch, column by column as appending its rows one by one
-    would give: obs, new_obs, actions, rewards, terminateds, truncateds, dones, t, the
-    policy's extra outputs (in the first row's order), then the ids."""
-    n = len(rows)
-    obs, next_obs, actions, rewards, terms, dones, ts, acted, js = zip(*rows)
-    terms, dones = np.asarray(terms), np.asarray(dones)
-    cols = {SB.OBS: np.asarray(obs), SB.NEXT_OBS: np.asarray(next_obs), SB.ACTIONS: np.asarray(actions),
-            SB.REWARDS: np.asarray(rewards).astype(np.float32), SB.TERMINATEDS: terms,
-            SB.TRUNCATEDS: dones & ~terms, SB.DONES: dones, SB.T: np.asarray(ts)}
-    lists: Dict[str, list] = {}
-    for (e, _), j in zip(acted, js):
-        for k, v in e.items():
-            lists.setdefault(k, []).append(v[j])
-    cols.update({k: np.asarray(v) for k, v in lists.items()})
-    batch = SampleBatch(cols)
-    batch[SB.EPS_ID] = np.full(n, ep.episode_id, np.int64)
-    batch[SB.ENV_ID] = np.full(n, ep.env_index, np.int64)
-    batch[SB.AGENT_INDEX] = np.full(n, ep.agent_index(aid), np.int64)
-    return batch
 
 
 def _first_rows(ep: MultiAgentEpisode) -> bool:

@@ -1,8 +1,10 @@
 """The single-agent fast path: a vector of envs, one batched forward pass per step.
 
-Everything a step writes goes into preallocated time-major arrays `[T, num_envs, ...]`;
-a finished chunk is turned into one env-major SampleBatch (each sub-env's steps
-contiguous) and postprocessed by the policy in one vectorised call.
+Everything a step writes goes into preallocated time-major arrays `[T, num_envs, ...]`
+(rollout/chunk_buffers.py); a finished chunk is turned into one env-major SampleBatch (each
+sub-env's steps contiguous) and postprocessed by the policy in one vectorised call. The
+policy acts through one actor per chunk (`policy.actor`, policy/actor.py), whose `finish()`
+fills in the columns it deferred.
 
 What the envs return is checked as it arrives (`rlfleet.env.checks`): each observation in
 detail until the first episode ends, then the stacked preprocessed observations and the
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -27,32 +29,16 @@ from rlfleet.env.vector_env import VectorEnv
 from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.rollout.chunk_buffers import action_layout_of, alloc_chunk, chunk_to_batch, env_label, split_complete
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.filters import NoFilter
-from rlfleet.utils.spaces import action_layout, env_actions
+from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
 logger = logging.getLogger(__name__)
-
-
-def _action_layout(space: gym.Space):
-    # Flat rows per step (Dict / Tuple actions too); `env_actions` rebuilds the env's structure.
-    try:
-        return action_layout(space)
-    except ValueError:
-        raise ValueError(f"The single-agent sampler does not support action space {space}") from None
-
-
-def _env_label(venv) -> str:
-    """A name for the env when the config has none (a worker built from a creator)."""
-    envs = getattr(venv, "envs", None)
-    if not envs:
-        return type(venv).__name__
-    spec = getattr(envs[0], "spec", None)
-    return spec.id if spec is not None and spec.id else type(getattr(envs[0], "unwrapped", envs[0])).__name__
 
 
 class SingleAgentSampler:
@@ -79,7 +65,7 @@ class SingleAgentSampler:
         self.settings = settings
         self.num_envs = vector_env.num_envs
         self.action_space = vector_env.action_space
-        self._act_shape, self._act_dtype = _action_layout(self.action_space)
+        self._act_shape, self._act_dtype = action_layout_of(self.action_space)
         space = self.action_space
         self._int_actions = isinstance(space, gym.spaces.Discrete) and not int(space.start)
         self._hooks = {
@@ -209,7 +195,7 @@ class SingleAgentSampler:
             # Before the first reset went through, the episode is the one about to start.
             started = self._cur_obs is not None
             episode = int(self._eps_id[index]) if started else self._eps_base + self._eps_counter + index + 1
-        error = error.with_context(env_id=self.settings.env_id or _env_label(self.env),
+        error = error.with_context(env_id=self.settings.env_id or env_label(self.env),
                                    worker_index=self.settings.worker_index, sub_env_index=index,
                                    episode_id=episode, step=step)
         self._failed = error
@@ -291,27 +277,10 @@ class SingleAgentSampler:
                        self.preprocessor, self.preprocessor.observation_space)
         self._obs_check.trivial = True
 
-    def _alloc(self, extra: Dict[str, np.ndarray]) -> None:
-        T, n = self._chunk_len, self.num_envs
-        obs_shape = self._cur_obs.shape[1:]
-        # uint8 images stay uint8 (4x smaller); the model scales them.
-        obs_dtype = np.uint8 if self._cur_obs.dtype == np.uint8 else np.float32
-        b = {
-            SB.OBS: np.zeros((T, n, *obs_shape), obs_dtype),
-            SB.NEXT_OBS: np.zeros((T, n, *obs_shape), obs_dtype),
-            SB.ACTIONS: np.zeros((T, n, *self._act_shape), self._act_dtype),
-            SB.REWARDS: np.zeros((T, n), np.float32),
-            SB.TERMINATEDS: np.zeros((T, n), bool),
-            SB.DONES: np.zeros((T, n), bool),
-            SB.EPS_ID: np.zeros((T, n), np.int64),
-            SB.T: np.zeros((T, n), np.int64),
-        }
-        for key, value in extra.items():
-            b[key] = np.zeros((T, n, *value.shape[1:]), value.dtype)
-        if self.settings.record_infos:  # for `output` only (see SamplerSettings.record_infos)
-            b[SB.INFOS] = np.empty((T, n), object)
-        self._buffers = b
-        self._extra_keys = tuple(extra)
+    def _alloc(self, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
+        self._buffers = alloc_chunk(self._chunk_len, self.num_envs, self._cur_obs, (self._act_shape, self._act_dtype),
+                                    extra, deferred, self.settings.record_infos)
+        self._obs_rows = list(self._buffers[SB.OBS])  # a view of each step's row, made once
 
     def _collect(self, stop: Callable[[], bool]) -> int:
         """Steps all sub-envs up to one chunk; returns the number of rows written."""
@@ -337,38 +306,41 @@ class SingleAgentSampler:
         perf = self._perf
         clock = time.perf_counter
         T = self._chunk_len
-        # The fast path (a feed-forward MLP policy): per step only the actions; the
-        # log-likelihoods and values of the whole chunk come in one vectorised pass at its end.
-        actor = None
-        chunk_actor = getattr(policy, "chunk_actor", None)
-        if chunk_actor is not None and not self._recurrent:
-            actor = chunk_actor(explore, policy.global_timestep + self.steps_since_sync, T, n)
+        # One actor per chunk (policy/actor.py): with the NumPy backend (a feed-forward MLP
+        # policy) per step only the actions; the log-likelihoods and values of the whole chunk
+        # come from `finish()` in one vectorised pass at its end.
+        actor = policy.actor(explore, policy.global_timestep + self.steps_since_sync, steps=T, num_envs=n)
+        recurrent = self._recurrent
         rows = 0
         inference = env_wait = processing = 0.0
         b: Dict[str, np.ndarray] = self._buffers
         for t in range(T):
             t0 = clock()
-            cur_obs = self._cur_obs
-            if actor is not None:
-                actions, dist_inputs = actor.act(cur_obs)
-                extra = {SB.ACTION_DIST_INPUTS: dist_inputs}
-            elif self._recurrent:
-                actions, extra = self._act_recurrent(explore)
+            if t:
+                # The actor acts on (and may hold until `finish`) the buffer's row, which no
+                # later step of this chunk writes.
+                obs_row = obs_rows[t]
+                obs_row[...] = self._cur_obs
+            else:  # a copy: the buffers may not exist yet (they are sized by this step's outputs)
+                obs_row = self._cur_obs.copy()
+            # The actor counts the timesteps itself: the policy's global timestep plus
+            # `steps_since_sync` (which grows by `n` per step, as the actor's count does).
+            if recurrent:
+                actions, extra = self._act_recurrent(actor, obs_row)
             else:
-                actions, _, extra = policy.compute_actions(
-                    cur_obs, explore=explore, timestep=policy.global_timestep + self.steps_since_sync
-                )
+                actions, _, extra = actor.act(obs_row)
             t1 = clock()
             if not b:
-                self._alloc(extra if actor is None else self._actor_columns(actor, dist_inputs))
+                self._alloc(extra, actor.deferred)
                 b = self._buffers
             if t == 0:  # the buffers' rows, read once per chunk
                 obs_buf, next_obs_buf, act_buf = b[SB.OBS], b[SB.NEXT_OBS], b[SB.ACTIONS]
                 rew_buf, term_buf, done_buf = b[SB.REWARDS], b[SB.TERMINATEDS], b[SB.DONES]
                 eps_buf, t_buf = b[SB.EPS_ID], b[SB.T]
                 info_buf = b.get(SB.INFOS)
-                extra_bufs = [(key, b[key]) for key in (extra if actor is not None else self._extra_keys)]
-            obs_buf[t] = cur_obs
+                extra_bufs = [(key, b[key]) for key in extra]
+                obs_rows = self._obs_rows
+                obs_buf[0] = obs_row
             act_buf[t] = actions
             for key, buf in extra_bufs:
                 buf[t] = extra[key]
@@ -426,7 +398,7 @@ class SingleAgentSampler:
         perf["env_wait"] += env_wait
         perf["processing"] += processing
         perf["steps"] += rows
-        if actor is not None and rows:
+        if rows:
             t0 = clock()
             self._finish_chunk(actor, rows)
             perf["inference"] += clock() - t0
@@ -436,37 +408,17 @@ class SingleAgentSampler:
                 self._explain_chunk(rows)
         return rows
 
-    def _actor_columns(self, actor, dist_inputs: np.ndarray) -> Dict[str, np.ndarray]:
-        """Example rows of the columns the fast path records (to size the buffers): what
-        `compute_actions` would have returned."""
-        n = len(dist_inputs)
-        cols = {SB.ACTION_DIST_INPUTS: dist_inputs, SB.ACTION_LOGP: np.zeros(n, np.float32),
-                SB.ACTION_PROB: np.zeros(n, np.float32)}
-        if getattr(self.policy, "records_values", False):
-            cols[SB.VF_PREDS] = np.zeros(n, np.float32)
-        return cols
-
     def _finish_chunk(self, actor, rows: int) -> None:
-        """The fast path's per-chunk columns: log-likelihoods and probabilities of the actions
-        taken, and value predictions, over the chunk's first `rows` rows at once."""
-        b = self._buffers
-        n = self.num_envs
-        dist_inputs = b[SB.ACTION_DIST_INPUTS][:rows].reshape(rows * n, -1)
-        logp = actor.logp(dist_inputs, b[SB.ACTIONS][:rows].reshape(rows * n, -1))
-        b[SB.ACTION_LOGP][:rows] = logp.reshape(rows, n)
-        b[SB.ACTION_PROB][:rows] = np.exp(logp).reshape(rows, n)
-        if SB.VF_PREDS in b:
-            obs = b[SB.OBS][:rows]
-            b[SB.VF_PREDS][:rows] = actor.values(obs.reshape(rows * n, *obs.shape[2:])).reshape(rows, n)
+        """The actor's deferred columns (log-likelihoods, values, ...) of the chunk's first
+        `rows` rows, written into the buffers."""
+        b, n = self._buffers, self.num_envs
+        for key, column in actor.finish().items():
+            b[key][:rows] = column.reshape(rows, n, *column.shape[1:])
 
-    def _act_recurrent(self, explore: bool):
+    def _act_recurrent(self, actor, obs: np.ndarray):
         """One batched step of a recurrent policy; the state and previous action / reward
         going in (and the state coming out) are added to the recorded columns."""
-        policy = self.policy
-        actions, state_out, extra = policy.compute_actions(
-            self._cur_obs, self._state, self._prev_actions, self._prev_rewards,
-            explore=explore, timestep=policy.global_timestep + self.steps_since_sync,
-        )
+        actions, state_out, extra = actor.act(obs, self._state, self._prev_actions, self._prev_rewards)
         extra = dict(extra)
         extra[SB.PREV_ACTIONS] = self._prev_actions.copy()
         extra[SB.PREV_REWARDS] = self._prev_rewards.copy()
@@ -523,35 +475,10 @@ class SingleAgentSampler:
 
     # --- chunk -> batch ------------------------------------------------------------
     def _chunk_to_batch(self, rows: int) -> SampleBatch:
-        """Env-major copy of the first `rows` rows: sub-env 0's steps, then sub-env 1's, ..."""
-        n = self.num_envs
-        cols = {}
-        for key, buf in self._buffers.items():
-            part = buf[:rows]
-            # np.array copies even when the swap is already contiguous (one sub-env): a batch
-            # must never alias the buffers the next chunk overwrites.
-            cols[key] = np.array(part.swapaxes(0, 1), order="C").reshape(n * rows, *part.shape[2:])
-        cols[SB.ENV_ID] = np.repeat(np.arange(n, dtype=np.int64), rows)
-        dones, terms = cols[SB.DONES], cols[SB.TERMINATEDS]
-        cols[SB.TRUNCATEDS] = dones & ~terms
-        return SampleBatch(cols)
+        return chunk_to_batch(self._buffers, rows)
 
     def _split_complete(self, chunk: SampleBatch) -> SampleBatch:
-        """Keeps the finished episodes of a chunk; stashes each sub-env's unfinished tail."""
-        rows = chunk.count // self.num_envs
-        dones = chunk[SB.DONES]
-        done_parts: List[SampleBatch] = []
-        for i in range(self.num_envs):
-            lo, hi = i * rows, (i + 1) * rows
-            ended = np.flatnonzero(dones[lo:hi])
-            if len(ended):
-                cut = lo + int(ended[-1]) + 1
-                done_parts.extend(self._pending[i])
-                done_parts.append(chunk.slice(lo, cut))
-                self._pending[i] = [chunk.slice(cut, hi)] if cut < hi else []
-            elif hi > lo:
-                self._pending[i].append(chunk.slice(lo, hi))
-        return SampleBatch.concat_samples(done_parts)
+        return split_complete(chunk, self._pending)
 
     def _postprocess(self, batch: SampleBatch) -> SampleBatch:
         if batch.count == 0:
