@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
 from rlfleet.algorithms.custom_models import refuse_custom_model
+from rlfleet.algorithms.ddpg.fused_update import FusedDDPGUpdate, unsupported_reason
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.off_policy_common import frozen
 from rlfleet.models.distributions import ActionDistribution
@@ -150,13 +151,11 @@ class DDPGTorchPolicy(TorchPolicy):
         return ddpg_losses(self, model, dist_class, train_batch)
 
     def fast_learner_reason(self):
-        from rlfleet.algorithms.ddpg.fused_update import unsupported_reason
-
+        if type(self) is not DDPGTorchPolicy:  # a subclass may change the loss the NumPy maths restate
+            return f"the policy class is {type(self).__name__}, not DDPGTorchPolicy"
         return unsupported_reason(self)
 
     def learn_on_batch(self, samples):
-        from rlfleet.algorithms.ddpg.fused_update import FusedDDPGUpdate
-
         fused = planned_fast_learner(self, FusedDDPGUpdate)
         return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 

@@ -32,11 +32,9 @@ _NAMES = ("critic", "actor")
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy` (None: it can)."""
-    from rlfleet.algorithms.ddpg.ddpg_policy import DDPGTorchPolicy
-
-    if type(policy) is not DDPGTorchPolicy:
-        return f"the policy class is {type(policy).__name__}, not DDPGTorchPolicy"
+    """Why the fused update cannot stand in for the torch one on `policy`, a DDPGTorchPolicy itself
+    (not a subclass: DDPGTorchPolicy.fast_learner_reason checks), as far as its networks and
+    optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not DDPGModel:
         return "another model"

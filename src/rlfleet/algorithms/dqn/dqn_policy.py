@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
+from rlfleet.algorithms.dqn.fused_update import FusedDQNUpdate, unsupported_reason
 from rlfleet.models.target_network import soft_update
 from rlfleet.models.distributions import Categorical
 from rlfleet.policy.numpy_learner import planned_fast_learner
@@ -140,13 +141,11 @@ class DQNTorchPolicy(TorchPolicy):
         return dqn_loss(self, model, dist_class, train_batch)
 
     def fast_learner_reason(self):
-        from rlfleet.algorithms.dqn.fused_update import unsupported_reason
-
+        if type(self) is not DQNTorchPolicy:  # a subclass may change the loss the NumPy maths restate
+            return f"the policy class is {type(self).__name__}, not DQNTorchPolicy"
         return unsupported_reason(self)
 
     def learn_on_batch(self, samples):
-        from rlfleet.algorithms.dqn.fused_update import FusedDQNUpdate
-
         fused = planned_fast_learner(self, FusedDQNUpdate)
         return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 

@@ -28,11 +28,9 @@ from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy` (None: it can)."""
-    from rlfleet.algorithms.dqn.dqn_policy import DQNTorchPolicy
-
-    if type(policy) is not DQNTorchPolicy:
-        return f"the policy class is {type(policy).__name__}, not DQNTorchPolicy"
+    """Why the fused update cannot stand in for the torch one on `policy`, a DQNTorchPolicy itself
+    (not a subclass: DQNTorchPolicy.fast_learner_reason checks), as far as its networks and
+    optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not DQNModel or model.num_atoms != 1 or model.mask_layout is not None:
         return "a distributional head, an action mask or another model"

@@ -41,11 +41,9 @@ SB = SampleBatch
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy` (None: it can)."""
-    from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
-
-    if type(policy) is not PPOTorchPolicy:
-        return f"the policy class is {type(policy).__name__}, not PPOTorchPolicy"
+    """Why the fused update cannot stand in for the torch one on `policy`, a PPOTorchPolicy itself
+    (not a subclass: PPOTorchPolicy.fast_learner_reason checks), as far as its networks and
+    optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not FullyConnectedNetwork or getattr(model, "pixels", None) is not None:
         return "the model is not a plain FullyConnectedNetwork"

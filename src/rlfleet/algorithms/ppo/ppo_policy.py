@@ -5,6 +5,7 @@ from typing import Dict, Tuple
 
 import torch
 
+from rlfleet.algorithms.ppo.fused_sgd import FusedPPOSGD, unsupported_reason
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
@@ -106,13 +107,11 @@ class PPOTorchPolicy(TorchPolicy):
         return ppo_surrogate_loss(self, model, dist_class, train_batch)
 
     def fast_learner_reason(self):
-        from rlfleet.algorithms.ppo.fused_sgd import unsupported_reason
-
+        if type(self) is not PPOTorchPolicy:  # a subclass may change the loss the NumPy maths restate
+            return f"the policy class is {type(self).__name__}, not PPOTorchPolicy"
         return unsupported_reason(self)
 
     def multi_epoch_sgd(self, samples, num_sgd_iter, minibatch_size, shuffle=True):
-        from rlfleet.algorithms.ppo.fused_sgd import FusedPPOSGD
-
         fused = planned_fast_learner(self, FusedPPOSGD)
         if fused is not None:
             return fused.multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)

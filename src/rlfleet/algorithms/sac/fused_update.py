@@ -38,11 +38,9 @@ _NAMES = ("critic", "actor", "alpha")
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy` (None: it can)."""
-    from rlfleet.algorithms.sac.sac_policy import SACTorchPolicy
-
-    if type(policy) is not SACTorchPolicy:
-        return f"the policy class is {type(policy).__name__}, not SACTorchPolicy"
+    """Why the fused update cannot stand in for the torch one on `policy`, a SACTorchPolicy itself
+    (not a subclass: SACTorchPolicy.fast_learner_reason checks), as far as its networks and
+    optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not SACModel or model.discrete:
         return "discrete actions or another model"

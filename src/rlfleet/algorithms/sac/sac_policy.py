@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from rlfleet.algorithms.custom_models import refuse_custom_model
+from rlfleet.algorithms.sac.fused_update import FusedSACUpdate, unsupported_reason
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.models.distributions import Categorical, SquashedGaussian
@@ -184,13 +185,11 @@ class SACTorchPolicy(TorchPolicy):
         return sac_losses(self, model, dist_class, train_batch)
 
     def fast_learner_reason(self):
-        from rlfleet.algorithms.sac.fused_update import unsupported_reason
-
+        if type(self) is not SACTorchPolicy:  # a subclass may change the loss the NumPy maths restate
+            return f"the policy class is {type(self).__name__}, not SACTorchPolicy"
         return unsupported_reason(self)
 
     def learn_on_batch(self, samples):
-        from rlfleet.algorithms.sac.fused_update import FusedSACUpdate
-
         fused = planned_fast_learner(self, FusedSACUpdate)
         return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
