@@ -12,7 +12,6 @@ the one the `lr` / `lr_schedule` keys drive.
 """
 from __future__ import annotations
 
-import hashlib
 import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -30,7 +29,10 @@ from rlfleet.policy.nan_guard import NonFiniteGuard
 from rlfleet.policy.numpy_actor import (NumpyActor, compute_actions_numpy, numpy_actor_unavailable, obs_array,
                                         static_numpy_reason)
 from rlfleet.policy.optim import build_adam, check_adam_options, optimizer_params
+from rlfleet.policy.model_inputs import model_inputs, recurrence
 from rlfleet.policy.policy import Policy
+from rlfleet.policy.policy_state import (load_optimizer_state, optimizer_state, rng_state, saved_optimizer_states,
+                                         set_rng_state)
 from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
 from rlfleet.utils.compression import decompress_columns
 from rlfleet.policy.sample_batch import SampleBatch
@@ -126,7 +128,7 @@ class TorchPolicy(Policy):
         self._fused: Any = None  # the NumPy learner, built once the plan picks it
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
-        self._init_recurrence(config["model"])
+        self._initial_state, self.max_seq_len, self.view_columns = recurrence(self, config["model"])
         # Why acting cannot run the NumPy copy of the model (None: it can): see numpy_actor.py.
         self._numpy_reason: Optional[str] = static_numpy_reason(
             self, acts_its_own_way=type(self).compute_actions is not TorchPolicy.compute_actions)
@@ -200,7 +202,7 @@ class TorchPolicy(Policy):
             self._optimizer_params = {name: optimizer_params(opt) for name, opt in self._optimizers.items()}
             pending, self._pending_optimizer_state = self._pending_optimizer_state, None
             if pending is not None:
-                for name, saved in self._saved_optimizer_states(pending).items():
+                for name, saved in saved_optimizer_states(self, pending).items():
                     load_optimizer_state(self._optimizers[name], saved)
         return self._optimizers
 
@@ -238,7 +240,7 @@ class TorchPolicy(Policy):
             # Same distribution as the torch path, a fraction of the dispatch cost (see
             # rlfleet/fast/inference.py).
             return compute_actions_numpy(self, obs_np, explore, timestep)
-        input_dict, state = self._model_inputs(obs_np, state_batches, prev_action_batch, prev_reward_batch)
+        input_dict, state = model_inputs(self, obs_np, state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
             dist_inputs, state_out = self.model(input_dict, state, None)
             if self.device.type != "cpu":  # sample on the CPU, with the policy's own generator
@@ -288,34 +290,12 @@ class TorchPolicy(Policy):
         if self._numpy_reason is None and not state_batches and self._numpy_net() is not None:
             with single_threaded_blas():  # as the NumPy snapshot acts: see rlfleet/fast/blas.py
                 return self._fast.values(obs_array(obs))
-        input_dict, state = self._model_inputs(obs_array(obs), state_batches, prev_action_batch, prev_reward_batch)
+        input_dict, state = model_inputs(self, obs_array(obs), state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
             self.model(input_dict, state, None)
             return self.model.value_function().cpu().numpy()
 
     # --- recurrent models ------------------------------------------------------------
-    def _init_recurrence(self, model_config: dict) -> None:
-        self._initial_state = [np.asarray(s.detach().cpu().numpy() if torch.is_tensor(s) else s, np.float32)
-                               for s in self.model.get_initial_state()]
-        self.max_seq_len = int(model_config.get("max_seq_len", 20))
-        for key in ("use_lstm", "use_attention"):
-            if model_config.get(key) and not self._initial_state:
-                # An algorithm that builds its own networks (make_model_and_action_dist) and has no
-                # recurrent version: say so rather than silently train a feed-forward net.
-                raise ValueError(
-                    f"'model.{key}': True is not supported by {type(self).__name__} (its networks are not "
-                    f"recurrent; recurrent Q-learning needs sequence replay); use PPO or PG, or set {key} False"
-                )
-        # Columns the model reads besides obs (and state): the previous action / reward (a
-        # recurrent model says so with `uses_prev_actions` / `uses_prev_rewards`).
-        self.view_columns: List[str] = []
-        uses_actions = getattr(self.model, "uses_prev_actions", model_config.get("lstm_use_prev_action"))
-        uses_rewards = getattr(self.model, "uses_prev_rewards", model_config.get("lstm_use_prev_reward"))
-        if self._initial_state and uses_actions:
-            self.view_columns.append(SampleBatch.PREV_ACTIONS)
-        if self._initial_state and uses_rewards:
-            self.view_columns.append(SampleBatch.PREV_REWARDS)
-
     def get_initial_state(self) -> List[np.ndarray]:
         return [s.copy() for s in self._initial_state]
 
@@ -324,33 +304,6 @@ class TorchPolicy(Policy):
 
     def num_state_tensors(self) -> int:
         return len(self._initial_state)
-
-    def _model_inputs(self, obs: np.ndarray, state_batches, prev_actions, prev_rewards):
-        """`(input_dict, state)` tensors for one acting step of `len(obs)` rows; a recurrent
-        model without a given state starts from its initial state, and missing previous
-        actions / rewards are zeros (as at an episode start)."""
-        n = len(obs)
-        input_dict = {SampleBatch.OBS: torch.as_tensor(obs)}
-        if SampleBatch.PREV_ACTIONS in self.view_columns:
-            prev = np.zeros((n, *self._act_row_shape), np.float32) if prev_actions is None else prev_actions
-            input_dict[SampleBatch.PREV_ACTIONS] = torch.as_tensor(np.asarray(prev))
-        if SampleBatch.PREV_REWARDS in self.view_columns:
-            prev = np.zeros(n, np.float32) if prev_rewards is None else prev_rewards
-            input_dict[SampleBatch.PREV_REWARDS] = torch.as_tensor(np.asarray(prev, np.float32))
-        if state_batches:
-            state = [torch.as_tensor(np.asarray(s, np.float32)) for s in state_batches]
-        else:
-            state = [torch.as_tensor(np.broadcast_to(s, (n, *s.shape)).copy()) for s in self._initial_state]
-        if self.device.type != "cpu":
-            input_dict = {k: to_device(v, self.device) for k, v in input_dict.items()}
-            state = [to_device(s, self.device) for s in state]
-        return input_dict, state
-
-    @property
-    def _act_row_shape(self) -> tuple:
-        from rlfleet.utils.spaces import action_layout
-
-        return action_layout(self.action_space)[0]
 
     # --- learning ----------------------------------------------------------------
     def loss(self, model, dist_class, train_batch: Dict[str, torch.Tensor]
@@ -471,11 +424,7 @@ class TorchPolicy(Policy):
         state["num_grad_updates"] = int(self.num_grad_updates)
         state["exploration"] = self.exploration.get_state()
         state["optimizers"] = {name: optimizer_state(opt) for name, opt in self.optimizers.items()}
-        state["rng"] = {
-            "worker_index": int(self.config.get("worker_index", 0)),
-            "torch": self.generator.get_state().numpy().copy(),
-            "numpy": self.np_random.bit_generator.state,
-        }
+        state["rng"] = rng_state(self)
         return state
 
     def set_state(self, state: Dict[str, Any]) -> None:
@@ -489,10 +438,10 @@ class TorchPolicy(Policy):
             # Not built yet (a worker that may only act): applied when they are.
             self._pending_optimizer_state = saved_optimizers or None
         else:
-            for name, saved in self._saved_optimizer_states(saved_optimizers).items():
+            for name, saved in saved_optimizer_states(self, saved_optimizers).items():
                 load_optimizer_state(self._optimizers[name], saved)
         if "rng" in state:
-            self._set_rng_state(state["rng"])
+            set_rng_state(self, state["rng"])
         self.on_global_var_update({"timestep": self.global_timestep})
         self.refresh_fast_plan()
 
@@ -520,37 +469,6 @@ class TorchPolicy(Policy):
             f"import_model_from_h5({import_file!r}): rlfleet has no Keras, so .h5 files cannot be imported; "
             "export weights with export_checkpoint(dir) and load them with import_model(path)")
 
-    def _saved_optimizer_states(self, state: Dict[str, Any]) -> Dict[str, Any]:
-        """`{name: saved optimizer state}` from `state`; states saved before policies had
-        several optimizers (checkpoints of format 1 written then) kept the first one under
-        `"optimizer"` and the others under `"<name>_optimizer"`."""
-        if "optimizers" in state:
-            saved = dict(state["optimizers"])
-        else:
-            saved = {name: state[f"{name}_optimizer"] for name in self.optimizers if f"{name}_optimizer" in state}
-            if "optimizer" in state:
-                saved[next(iter(self.optimizers))] = state["optimizer"]
-        unknown = sorted(set(saved) - set(self.optimizers))
-        if unknown:
-            raise ValueError(f"the saved policy state has optimizers {unknown} that {type(self).__name__} does not "
-                             f"have (its optimizers: {sorted(self.optimizers)}); restore it into the policy class "
-                             "that saved it")
-        return saved
-
-    def _set_rng_state(self, rng: Dict[str, Any]) -> None:
-        torch_state = torch.as_tensor(np.asarray(rng["torch"], dtype=np.uint8))
-        if int(rng.get("worker_index", 0)) == int(self.config.get("worker_index", 0)):
-            self.generator.set_state(torch_state)
-            self.np_random.bit_generator.state = rng["numpy"]
-            return
-        # The state of another worker (a checkpoint holds the local worker's): derive this
-        # worker's own streams from it, so that workers never draw the same numbers.
-        digest = hashlib.sha256(torch_state.numpy().tobytes()).hexdigest()
-        seed = derive_seed(digest, self.config.get("worker_index", 0), self.policy_id)
-        self.generator.manual_seed(seed)
-        # Set the state in place: exploration holds the same Generator object.
-        self.np_random.bit_generator.state = np.random.default_rng(seed).bit_generator.state
-
 
 def _tensor(column: Any) -> torch.Tensor:
     """A column as a tensor, sharing its memory; read-only arrays (batches that came through
@@ -558,23 +476,3 @@ def _tensor(column: Any) -> torch.Tensor:
     if isinstance(column, np.ndarray) and not column.flags.writeable:
         column = column.copy()
     return torch.as_tensor(column)
-
-
-def optimizer_state(optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
-    """`optimizer.state_dict()` with tensors as NumPy arrays and param indices as str keys."""
-    sd = optimizer.state_dict()
-    return {
-        "state": {str(i): {k: v.detach().cpu().numpy().copy() if torch.is_tensor(v) else v for k, v in s.items()}
-                  for i, s in sd["state"].items()},
-        "param_groups": [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()}
-                         for g in sd["param_groups"]],
-    }
-
-
-def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: Dict[str, Any]) -> None:
-    """Inverse of `optimizer_state` (lists of hyperparameters such as `betas` become tuples again)."""
-    state = {int(i): {k: torch.tensor(np.asarray(v)) if isinstance(v, np.ndarray) else v for k, v in s.items()}
-             for i, s in saved["state"].items()}
-    groups = [{k: tuple(v) if isinstance(v, list) and k != "params" else v for k, v in g.items()}
-              for g in saved["param_groups"]]
-    optimizer.load_state_dict({"state": state, "param_groups": groups})
