@@ -16,6 +16,8 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from rlfleet.utils.nested import get_nested
+
 PLOT_INSTALL_HINT = "pip install 'rlfleet[plot]'"
 
 
@@ -41,14 +43,7 @@ def find_runs(paths: Sequence[str]) -> List[str]:
 
 
 def _lookup(result: Dict[str, Any], key: str) -> Optional[float]:
-    node: Any = result
-    if key in result:
-        node = result[key]
-    else:
-        for part in key.split("/"):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
+    node = get_nested(result, key, sep="/", default=None)
     if isinstance(node, bool) or not isinstance(node, (int, float)):
         return None
     return float(node)

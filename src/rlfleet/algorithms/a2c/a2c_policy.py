@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from rlfleet.policy.nan_guard import grad_norm
+from rlfleet.policy.learning_loop import TorchGradients, clip_guard_and_step, gnorm_stat
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, TorchPolicy, model_forward
 from rlfleet.policy.rnn_sequencing import SEQ_MASK
@@ -133,16 +133,13 @@ class A2CTorchPolicy(TorchPolicy):
         return {k: float(v) for k, v in stats.items()}
 
     def _clip_and_step(self, stats: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-        """Clips and steps, unless a gradient is NaN/inf: then the update is skipped and
-        counted (TorchPolicy's NaN guard; the loss is in the gradients, so their norm tells)."""
-        out: Dict[str, float] = {}
-        params = list(self.model.parameters())
-        grad_clip = self.config.get("grad_clip")
-        norm = torch.nn.utils.clip_grad_norm_(params, grad_clip) if grad_clip is not None else grad_norm(params)
-        if grad_clip is not None:
-            out["grad_gnorm"] = float(norm)
-        if self.nonfinite_guard.ok({DEFAULT_OPTIMIZER: torch.zeros(())}, {DEFAULT_OPTIMIZER: norm}, stats or {}):
-            self.optimizers[DEFAULT_OPTIMIZER].step()
-            self.num_grad_updates += 1
-        out["num_nonfinite_updates"] = float(self.nonfinite_guard.total)
+        """The learning loop's update tail (clip, NaN guard, step) on the accumulated
+        gradients; the loss is in the gradients, so their norm tells whether it was finite."""
+        guarded: Dict[str, Any] = dict(stats or {})
+        _ = self.optimizers  # built on first use: TorchGradients reads their parameter lists
+        clip_guard_and_step(self, TorchGradients(self), [DEFAULT_OPTIMIZER], {DEFAULT_OPTIMIZER: torch.zeros(())},
+                            guarded)
+        out = {"num_nonfinite_updates": float(self.nonfinite_guard.total)}
+        if gnorm_stat(DEFAULT_OPTIMIZER) in guarded:
+            out[gnorm_stat(DEFAULT_OPTIMIZER)] = float(guarded[gnorm_stat(DEFAULT_OPTIMIZER)])
         return out
