@@ -10,7 +10,7 @@ distribution with a `numpy_kind`; `NumpyMLPInference.ok` says whether the copy c
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -67,6 +67,10 @@ class ChunkActor:
     within a chunk (the sampler holds its policy), so the values are those acting would
     have recorded step by step.
 
+    `act` is the acting protocol's (policy/actor.py) itself: the sampler calls it per step,
+    with no layer between (each Python call is ~2 % of a one-env step). It keeps each step's
+    rows (`obs_rows`, `dist_rows`, `action_rows`) for the caller's `finish`.
+
     Args:
         net: the NumPy snapshot of the policy's model.
         dist_class: Categorical or DiagGaussian (a class with a `numpy_kind`).
@@ -74,34 +78,48 @@ class ChunkActor:
         explore: sample (True) or act greedily (False).
         steps: the most steps this chunk takes.
         num_envs: rows per step.
+        dist_inputs_key: the name `act` returns the distribution inputs under.
+        exploration: an object whose `last_timestep` `act(timestep=...)` sets (or None).
     """
 
     def __init__(self, net: NumpyMLPInference, dist_class, rng: np.random.Generator, explore: bool, steps: int,
-                 num_envs: int):
+                 num_envs: int, dist_inputs_key: str = "action_dist_inputs", exploration: Any = None):
         self.net = net
         self.categorical = numpy_kind(dist_class) == CATEGORICAL
         self.explore = explore
+        self._key = dist_inputs_key
+        self._exploration = exploration
         self._t = 0
         self._noise: Optional[np.ndarray] = None
+        self.obs_rows: List[np.ndarray] = []
+        self.dist_rows: List[np.ndarray] = []
+        self.action_rows: List[np.ndarray] = []
         num_outputs = net.num_outputs
         if explore and self.categorical:
             self._noise = gumbel(rng.random((steps, num_envs, num_outputs), dtype=np.float32))
         elif explore:
             self._noise = rng.standard_normal((steps, num_envs, num_outputs // 2), dtype=np.float32)
 
-    def act(self, obs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """`(actions, dist_inputs)` for one step's observations `[num_envs, ...]`."""
+    def act(self, obs: np.ndarray, state: Any = None, prev_actions: Any = None, prev_rewards: Any = None,
+            timestep: Optional[int] = None) -> Tuple[np.ndarray, list, Dict[str, np.ndarray]]:
+        """`(actions, [], {dist_inputs_key: dist_inputs})` for one step's observations
+        `[num_envs, ...]` (held, not copied: the sampler never writes them again)."""
+        if timestep is not None and self._exploration is not None:
+            self._exploration.last_timestep = timestep
         dist_inputs, _ = self.net(obs, values=False)
         noise = self._noise
         t = self._t
         self._t = t + 1
         if self.categorical:
-            return (dist_inputs + noise[t] if noise is not None else dist_inputs).argmax(axis=1), dist_inputs
-        k = dist_inputs.shape[1] // 2
-        mean = dist_inputs[:, :k]
-        if noise is None:
-            return mean.copy(), dist_inputs
-        return mean + np.exp(dist_inputs[:, k:]) * noise[t], dist_inputs
+            actions = (dist_inputs + noise[t] if noise is not None else dist_inputs).argmax(axis=1)
+        else:
+            k = dist_inputs.shape[1] // 2
+            mean = dist_inputs[:, :k]
+            actions = mean.copy() if noise is None else mean + np.exp(dist_inputs[:, k:]) * noise[t]
+        self.obs_rows.append(obs)
+        self.dist_rows.append(dist_inputs)
+        self.action_rows.append(actions)
+        return actions, [], {self._key: dist_inputs}
 
     def logp(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """The log-likelihoods of `actions` (rows of a finished chunk); 0 when greedy, as

@@ -107,15 +107,17 @@ class NumpyActor(Actor):
         self._exploration = policy.exploration
         self._exploration.last_timestep = timestep
         self.explore = bool(explore)
-        self._chunk = None if steps is None else ChunkActor(net, policy.dist_class, policy.np_random, self.explore,
-                                                            steps, num_envs)
         self.deferred = (SB.ACTION_LOGP, SB.ACTION_PROB) + ((SB.VF_PREDS,) if policy.records_values else ())
         self._obs: List[np.ndarray] = []
         self._dist_inputs: List[np.ndarray] = []
         self._actions: List[np.ndarray] = []
-        if self._chunk is not None:
-            # The sampler's hot path: no per-step branch on the mode.
-            self.act = self._act_chunk  # type: ignore[method-assign]
+        if steps is not None:
+            # The sampler's hot path: the chunk actor's `act` is this actor's, no layer between;
+            # it keeps the rows in lists of its own, which `finish` reads.
+            chunk = ChunkActor(net, policy.dist_class, policy.np_random, self.explore, steps, num_envs,
+                               dist_inputs_key=SB.ACTION_DIST_INPUTS, exploration=self._exploration)
+            self.act = chunk.act  # type: ignore[method-assign]
+            self._obs, self._dist_inputs, self._actions = chunk.obs_rows, chunk.dist_rows, chunk.action_rows
 
     def act(self, obs: np.ndarray, state: Optional[Sequence[np.ndarray]] = None, prev_actions=None,
             prev_rewards=None, timestep: Optional[int] = None) -> ActResult:
@@ -130,22 +132,12 @@ class NumpyActor(Actor):
         self._actions.append(actions)
         return actions, [], {SB.ACTION_DIST_INPUTS: dist_inputs}
 
-    def _act_chunk(self, obs: np.ndarray, state: Optional[Sequence[np.ndarray]] = None, prev_actions=None,
-                   prev_rewards=None, timestep: Optional[int] = None) -> ActResult:
-        """`act` with the chunk's noise drawn up front (`rlfleet.fast.inference.ChunkActor`)."""
-        if timestep is not None:
-            self._exploration.last_timestep = timestep
-        actions, dist_inputs = self._chunk.act(obs)
-        self._obs.append(obs)
-        self._dist_inputs.append(dist_inputs)
-        self._actions.append(actions)
-        return actions, [], {SB.ACTION_DIST_INPUTS: dist_inputs}
-
     def finish(self) -> Dict[str, np.ndarray]:
         if not self._actions:
             return {key: np.zeros(0, np.float32) for key in self.deferred}
         obs, dist_inputs, actions = (_rows(self._obs), _rows(self._dist_inputs), _rows(self._actions))
-        self._obs, self._dist_inputs, self._actions = [], [], []
+        for rows in (self._obs, self._dist_inputs, self._actions):
+            rows.clear()  # in place: the chunk actor appends to the same lists
         logp = action_logp(self._dist_class, self.explore, dist_inputs, actions)
         columns = {SB.ACTION_LOGP: logp, SB.ACTION_PROB: np.exp(logp)}
         if SB.VF_PREDS in self.deferred:
