@@ -85,3 +85,54 @@ def test_an_unknown_fast_path_value_is_rejected():
 
     with pytest.raises(Exception, match="fast_path"):
         validate_config(PPOTrainer.merge_trainer_configs(PPOTrainer._default_config, {"fast_path": "fast"}))
+
+
+# --- fast_path "off" and "require" on every algorithm ---------------------------------------
+from tests.test_algorithm_smoke import SUPPORTED_ACTION_SPACES, build  # noqa: E402
+
+NUMPY_LEARNERS = {"PPO", "SAC", "DDPG", "TD3", "DQN", "SimpleQ", "APEX", "APEX_DDPG"}
+LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO"})  # DD-PPO learns on remote workers only
+
+
+def _space(algo: str) -> str:
+    return "Box" if "Box" in SUPPORTED_ACTION_SPACES[algo] and algo in ("SAC", "CQL") else (
+        "Discrete" if "Discrete" in SUPPORTED_ACTION_SPACES[algo] else "Box")
+
+
+def _learned_result(trainer) -> dict:
+    result = trainer.train()
+    # The asynchronous learners (IMPALA, APPO) learn in a thread: give them a few more.
+    while not result["info"]["learner"] and result["training_iteration"] < 20:
+        result = trainer.train()
+    return result["info"]["learner"]["default_policy"]
+
+
+@pytest.mark.parametrize("algo", LOCAL_ALGORITHMS)
+def test_fast_path_off_runs_torch_on_every_algorithm_and_says_so(algo, tmp_path, monkeypatch):
+    from tests import test_algorithm_smoke as smoke
+
+    monkeypatch.setitem(smoke.TINY_CONFIGS, algo, {**smoke.TINY_CONFIGS[algo], "fast_path": "off"})
+    trainer = build(algo, _space(algo), str(tmp_path))
+    try:
+        info = _learned_result(trainer)
+        assert (info["fast_path"], info["fast_path_reason"]) == ("torch", "fast_path is 'off'")
+        assert info["fast_path_actor"] == "torch"
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("algo", LOCAL_ALGORITHMS)
+def test_fast_path_require_takes_the_numpy_learner_or_fails_when_built(algo, tmp_path, monkeypatch):
+    from tests import test_algorithm_smoke as smoke
+
+    monkeypatch.setitem(smoke.TINY_CONFIGS, algo, {**smoke.TINY_CONFIGS[algo], "fast_path": "require"})
+    if algo not in NUMPY_LEARNERS:
+        with pytest.raises(ValueError, match=r"fast_path='require', but the NumPy learner cannot serve"):
+            build(algo, _space(algo), str(tmp_path)).stop()
+        return
+    trainer = build(algo, _space(algo), str(tmp_path))
+    try:
+        info = _learned_result(trainer)
+        assert info["fast_path"] == "numpy", info["fast_path_reason"]
+    finally:
+        trainer.stop()

@@ -34,6 +34,7 @@ from rlfleet.evaluation import Evaluator
 from rlfleet.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
 from rlfleet.logger import UnifiedLogger, make_logdir, sys_usage
 from rlfleet.utils.seeding import derive_seed
+from rlfleet.trainer_checks import check_models_fit_spaces, check_required_fast_paths
 from rlfleet.resources import ResourceRequest, configure_driver, default_resource_request
 from rlfleet.rollout.metrics import EpisodeWindow, merge_perf, summarize_episodes
 from rlfleet.rollout.worker_set import WorkerSet
@@ -115,7 +116,8 @@ class Trainer(TrainerPolicies):
             self._make_workers(env_creator=self.env_creator, policy_class=self._policy_class, config=cfg,
                                num_workers=n)))
         try:
-            self._check_models_fit_spaces()
+            check_models_fit_spaces(self.workers.local_worker())
+            check_required_fast_paths(self.config, self.workers.local_worker())
             self.setup(self.config)
         except BaseException:
             try:
@@ -148,21 +150,6 @@ class Trainer(TrainerPolicies):
 
     def setup(self, config: dict) -> None:
         """Algorithm-specific initialisation after the workers exist."""
-
-    def _check_models_fit_spaces(self) -> None:
-        """`model.conv_filters` needs image observations: on a flat one the built-in models
-        would silently ignore it (the reference did), so say so."""
-        def check(policy: Any, pid: str) -> None:
-            model_config = (getattr(policy, "config", None) or {}).get("model") or {}
-            shape = getattr(getattr(policy, "observation_space", None), "shape", None)
-            if model_config.get("conv_filters") and not model_config.get("custom_model") \
-                    and shape is not None and len(shape) not in (2, 3):
-                raise ValueError(
-                    f"'model.conv_filters': {model_config['conv_filters']!r} is set, but policy {pid!r} sees "
-                    f"observations of shape {tuple(shape)}, not images ([H, W] or [H, W, C]); remove "
-                    "conv_filters (a fully connected net is used, see fcnet_hiddens) or give image observations")
-
-        self.workers.local_worker().foreach_policy(check)
 
     def _make_workers(self, *, env_creator, policy_class, config, num_workers) -> WorkerSet:
         return WorkerSet(env_creator=env_creator, policy_class=policy_class, trainer_config=config,
