@@ -413,13 +413,17 @@ def test_callbacks_see_policies_and_per_agent_accessors():
     assert w.get_metrics()[0].custom_metrics == {"b_reward": 20.0}
 
 
-def test_horizon_truncates_every_agent_and_bootstraps():
+def test_horizon_ends_every_agent_as_the_reference_does():
     w = worker_for(JoinLeaveEnv, horizon=3, batch_mode="complete_episodes", multiagent=TWO_POLICIES)
     batch = w.sample()
     a = batch.policy_batches["pa"]
-    # Two horizon-cut episodes of 3 steps: last rows done but not terminal.
+    # Two horizon-cut episodes of 3 steps: last rows done, and terminal (the reference's done=True).
     np.testing.assert_array_equal(a[SB.DONES], [False, False, True] * 2)
-    assert not a[SB.TERMINATEDS].any() and a[SB.TRUNCATEDS].sum() == 2
+    np.testing.assert_array_equal(a[SB.TERMINATEDS], a[SB.DONES])
+    assert not a[SB.TRUNCATEDS].any()
+    bootstrapping = worker_for(JoinLeaveEnv, horizon=3, no_done_at_end=True, batch_mode="complete_episodes",
+                               multiagent=TWO_POLICIES).sample().policy_batches["pa"]
+    assert not bootstrapping[SB.TERMINATEDS].any() and bootstrapping[SB.TRUNCATEDS].sum() == 2
     assert batch.env_steps() == 6
 
 

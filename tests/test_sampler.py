@@ -178,9 +178,21 @@ def test_fragment_cut_mid_episode_bootstraps():
     np.testing.assert_allclose(b[SB.ADVANTAGES], _gae_reference(b, boot), rtol=1e-4, atol=1e-4)
 
 
-def test_horizon_bootstraps_but_env_termination_does_not():
+def test_horizon_is_terminal_as_in_the_reference_and_no_done_at_end_bootstraps():
     # Episodes of the env terminate at step 6; the horizon (4) cuts the first one short.
     w, policy = _ppo_worker({"episode_len": 6, "end": "terminated"}, frag=4, horizon=4)
+    b = w.sample()
+    assert b[SB.DONES][3] and b[SB.TERMINATEDS][3]
+    np.testing.assert_allclose(b[SB.VALUE_TARGETS][3], 1.0, rtol=1e-5)  # the reward alone: done=True
+    w, policy = _ppo_worker({"episode_len": 6, "end": "terminated"}, frag=4, horizon=4, no_done_at_end=True)
+    b = w.sample()
+    assert b[SB.DONES][3] and not b[SB.TERMINATEDS][3]
+    v = policy.compute_values(b[SB.NEXT_OBS][3:4])
+    np.testing.assert_allclose(b[SB.VALUE_TARGETS][3], 1.0 + GAMMA * v[0], rtol=1e-5)
+
+
+def test_the_envs_own_time_limit_bootstraps():
+    w, policy = _ppo_worker({"episode_len": 4, "end": "truncated"}, frag=4)
     b = w.sample()
     assert b[SB.DONES][3] and not b[SB.TERMINATEDS][3]
     v = policy.compute_values(b[SB.NEXT_OBS][3:4])

@@ -43,8 +43,8 @@ def test_hard_horizon_truncates_and_resets():
     venv.reset_all()
     steps = _steps(venv, 7)
     assert [bool(s.ends[0]) for s in steps] == [False, False, True, False, False, True, False]
-    # The horizon is a time limit: the episode ends without being terminal (bootstraps).
-    assert not any(s.terminateds[0] for s in steps)
+    # The reference's horizon: the episode ends with done=True, terminal (no bootstrap).
+    assert [bool(s.terminateds[0]) for s in steps] == [bool(s.ends[0]) for s in steps]
     assert steps[2].obs[0][0] == 3.0 and steps[2].reset_obs[0][0] == 0.0  # the env was reset
     assert steps[3].obs[0][0] == 1.0
 
@@ -125,8 +125,9 @@ def test_worker_hard_horizon_columns():
     b = w.sample()
     np.testing.assert_array_equal(b[SB.OBS][:, 0], [0, 1, 2, 3] * 2)
     np.testing.assert_array_equal(b[SB.DONES], [False, False, False, True] * 2)
-    np.testing.assert_array_equal(b[SB.TRUNCATEDS], [False, False, False, True] * 2)
-    assert not b[SB.TERMINATEDS].any()
+    # The reference's done=True at its horizon: terminal, not truncated.
+    np.testing.assert_array_equal(b[SB.TERMINATEDS], [False, False, False, True] * 2)
+    assert not b[SB.TRUNCATEDS].any()
 
 
 def test_worker_no_done_at_end_columns():

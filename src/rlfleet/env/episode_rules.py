@@ -12,8 +12,13 @@ Gymnasium's `terminated` / `truncated` plus the reference's `horizon`, `soft_hor
 | ----------------------------- | ---- | --------------------- | ----- |
 | env `terminated`              | yes  | not `no_done_at_end`  | yes   |
 | env `truncated`               | yes  | no                    | yes   |
-| `horizon` hit                 | yes  | no                    | yes   |
+| `horizon` hit                 | yes  | not `no_done_at_end`  | yes   |
 | `horizon` hit, `soft_horizon` | yes  | not `no_done_at_end`  | no    |
+
+The `horizon` the config sets is the reference's: its end is `done=True`, terminal (no
+bootstrap) unless `no_done_at_end`, so that a time budget the policy cannot see still costs it
+(the reference's FrozenLake APPO example learns only so). The env's own time limit
+(Gymnasium's `truncated`) is not terminal: it bootstraps, as Gymnasium means it.
 
 The single-agent vector env, the multi-agent sampler (per agent and for the whole
 episode) and evaluation all ask an `EpisodeRules` instance; none re-derives them.
@@ -66,7 +71,6 @@ class EpisodeRules:
         if terminated or truncated:
             return EpisodeEnd(True, self.terminal(terminated), True)
         if self.at_horizon(length):
-            if self.soft_horizon:  # the reference's "pretend done"
-                return EpisodeEnd(True, not self.no_done_at_end, False)
-            return EpisodeEnd(True, False, True)
+            # The reference's `done=True` at its horizon (soft: "pretend done", the env goes on).
+            return EpisodeEnd(True, not self.no_done_at_end, not self.soft_horizon)
         return NOT_OVER
