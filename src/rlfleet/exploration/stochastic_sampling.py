@@ -54,6 +54,7 @@ def _explorations() -> dict:
     # Imported here: those modules are siblings, and this one is imported first by the policy.
     from rlfleet.exploration.epsilon_greedy import EpsilonGreedy, PerWorkerEpsilonGreedy
     from rlfleet.exploration.noise import GaussianNoise, OrnsteinUhlenbeckNoise
+    from rlfleet.exploration.per_worker import PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise
     from rlfleet.exploration.soft_q import SoftQ
     from rlfleet.exploration.uniform_random import Random
 
@@ -61,6 +62,8 @@ def _explorations() -> dict:
     _EXPLORATIONS.setdefault("PerWorkerEpsilonGreedy", PerWorkerEpsilonGreedy)
     _EXPLORATIONS.setdefault("GaussianNoise", GaussianNoise)
     _EXPLORATIONS.setdefault("OrnsteinUhlenbeckNoise", OrnsteinUhlenbeckNoise)
+    _EXPLORATIONS.setdefault("PerWorkerGaussianNoise", PerWorkerGaussianNoise)
+    _EXPLORATIONS.setdefault("PerWorkerOrnsteinUhlenbeckNoise", PerWorkerOrnsteinUhlenbeckNoise)
     _EXPLORATIONS.setdefault("SoftQ", SoftQ)
     _EXPLORATIONS.setdefault("Random", Random)
     return _EXPLORATIONS
