@@ -170,7 +170,7 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           dict_value()),
         K("exploration_config.type", "StochasticSampling", "Exploration class or its name "
           "(StochasticSampling, EpsilonGreedy, PerWorkerEpsilonGreedy, SoftQ, Random, GaussianNoise, "
-          "OrnsteinUhlenbeckNoise, PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise) or a 'package.module.Class' path; its other keys are that class's "
+          "OrnsteinUhlenbeckNoise, PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise, ParameterNoise) or a 'package.module.Class' path; its other keys are that class's "
           "arguments (see its docstring).", exploration_type),
     ],
     "Evaluation": [

@@ -54,6 +54,7 @@ def _explorations() -> dict:
     # Imported here: those modules are siblings, and this one is imported first by the policy.
     from rlfleet.exploration.epsilon_greedy import EpsilonGreedy, PerWorkerEpsilonGreedy
     from rlfleet.exploration.noise import GaussianNoise, OrnsteinUhlenbeckNoise
+    from rlfleet.exploration.parameter_noise import ParameterNoise
     from rlfleet.exploration.per_worker import PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise
     from rlfleet.exploration.soft_q import SoftQ
     from rlfleet.exploration.uniform_random import Random
@@ -65,6 +66,7 @@ def _explorations() -> dict:
     _EXPLORATIONS.setdefault("PerWorkerGaussianNoise", PerWorkerGaussianNoise)
     _EXPLORATIONS.setdefault("PerWorkerOrnsteinUhlenbeckNoise", PerWorkerOrnsteinUhlenbeckNoise)
     _EXPLORATIONS.setdefault("SoftQ", SoftQ)
+    _EXPLORATIONS.setdefault("ParameterNoise", ParameterNoise)
     _EXPLORATIONS.setdefault("Random", Random)
     return _EXPLORATIONS
 
@@ -117,11 +119,17 @@ def make_exploration(config: dict, action_space: gym.Space, **context):
             arguments).
         action_space: the policy's action space.
         **context: what the policy offers its exploration (e.g. `generator`,
-            `np_random`); each is passed on only to classes whose constructor takes it (or
-            `**kwargs`), as is `policy_config` (the policy's whole config).
+            `np_random`, `model`); each is passed on only to classes whose constructor takes
+            it (or `**kwargs`), as is `policy_config` (the policy's whole config). A dict
+            `sub_exploration` (ParameterNoise's) is built the same way and passed built.
     """
     cfg = dict(config.get("exploration_config") or {"type": "StochasticSampling"})
     cls = resolve_exploration_class(cfg.pop("type", "StochasticSampling"))
+    sub = cfg.get("sub_exploration")
+    if isinstance(sub, dict):  # an exploration inside this one (ParameterNoise's), built first
+        if "type" not in sub:
+            raise ValueError(f"exploration_config.sub_exploration needs a 'type', got {sub!r}")
+        cfg["sub_exploration"] = make_exploration(dict(config, exploration_config=sub), action_space, **context)
     for name, value in dict(context, policy_config=config).items():
         if name not in cfg and _accepts(cls, name):
             cfg[name] = value
