@@ -177,3 +177,25 @@ def test_errors_name_the_type_the_space_and_the_fix():
     with pytest.raises(ValueError, match="did you mean 'exploration_config.initial_stddev'"):
         DQNTrainer(env="CartPole-v1", config={"exploration_config": {"type": "ParameterNoise",
                                                                      "initial_stdev": 0.5}})
+
+
+def test_multi_agent_policies_redraw_their_noise_per_episode():
+    from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
+
+    config = {"seed": 0, "batch_mode": "complete_episodes", "rollout_fragment_length": 60,
+              "env_config": {"num_agents": 2}, "exploration_config": {"type": "ParameterNoise"},
+              "multiagent": {"policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, *args, **kwargs: f"p{aid}"}}
+    trainer = DQNTrainer(env=MultiAgentCartPole, config=config)
+    try:
+        worker = trainer.workers.local_worker()
+        draws = {}
+        for pid in ("p0", "p1"):
+            exploration = worker.get_policy(pid).exploration
+            draws[pid] = []
+            exploration._draw_noise = (lambda log, original: lambda: (log.append(1), original()))(
+                draws[pid], exploration._draw_noise)
+        batch = worker.sample()
+        episodes = len(np.unique(batch.policy_batches["p0"]["eps_id"]))
+        assert episodes >= 2 and len(draws["p0"]) == len(draws["p1"]) == episodes
+    finally:
+        trainer.stop()
