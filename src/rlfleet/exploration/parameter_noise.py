@@ -108,8 +108,7 @@ class ParameterNoise:
         self.random_timesteps = int(random_timesteps)
         self.last_timestep = 0
         self._generator = generator
-        self._params = acting_parameters(model)
-        self._noise: List[torch.Tensor] = [torch.zeros_like(p) for _, p in self._params]
+        self._bind(model)
         self._redraw_pending = True  # the first forward pass draws the first noise
         self._rows: List[torch.Tensor] = []
         self._num_rows = 0
@@ -121,6 +120,11 @@ class ParameterNoise:
                              f"ParameterNoise ({{'type': ..., **options}}), got {sub_exploration!r}")
         self.sub_exploration = sub_exploration
 
+    def _bind(self, model: torch.nn.Module) -> None:
+        self._model = model
+        self._params = acting_parameters(model)
+        self._noise: List[torch.Tensor] = [torch.zeros_like(p) for _, p in self._params]
+
     # --- the episode and the forward pass ----------------------------------------------
     def on_episode_start(self) -> None:
         """A sampler started an episode: the next forward pass adapts the scale and re-draws
@@ -130,6 +134,9 @@ class ParameterNoise:
     def forward_for_acting(self, model: torch.nn.Module, input_dict: Dict[str, Any], state: List[Any],
                            explore: bool, timestep: int):
         """`model(input_dict, state, None)`, with the noisy weights when `explore`."""
+        if model is not self._model:  # the policy replaced its model: perturb the new one
+            self._bind(model)
+            self._redraw_pending = True
         if self._redraw_pending:
             self._redraw_pending = False
             self.adapt_stddev(model)
@@ -153,7 +160,8 @@ class ParameterNoise:
                 p.data = c
 
     def _draw_noise(self) -> None:
-        self._noise = [torch.randn(p.shape, generator=self._generator, dtype=p.dtype) * self.stddev
+        # Drawn on the CPU (the policy's generator lives there), then moved to the weights.
+        self._noise = [(torch.randn(p.shape, generator=self._generator, dtype=p.dtype) * self.stddev).to(p.device)
                        for _, p in self._params]
 
     def _keep_rows(self, obs: torch.Tensor) -> None:
