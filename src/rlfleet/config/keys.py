@@ -169,8 +169,9 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("exploration_config", {}, "Exploration object config: 'type' plus its constructor arguments.",
           dict_value()),
         K("exploration_config.type", "StochasticSampling", "Exploration class or its name "
-          "(StochasticSampling, EpsilonGreedy, GaussianNoise, OrnsteinUhlenbeckNoise) or a "
-          "'package.module.Class' path.", exploration_type),
+          "(StochasticSampling, EpsilonGreedy, PerWorkerEpsilonGreedy, SoftQ, Random, GaussianNoise, "
+          "OrnsteinUhlenbeckNoise, PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise, ParameterNoise) or a 'package.module.Class' path; its other keys are that class's "
+          "arguments (see its docstring).", exploration_type),
     ],
     "Evaluation": [
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",

@@ -43,7 +43,7 @@ _BUILT_IN_LOGGERS = frozenset({"JsonLogger", "CSVLogger", "TBXLogger"})
 _LOGGER_OPTIONS = frozenset({"type", "logdir"})
 
 # Arguments the policy passes to an exploration class itself (`make_exploration`'s context).
-_EXPLORATION_CONTEXT = frozenset({"self", "action_space", "policy_config", "generator", "np_random"})
+_EXPLORATION_CONTEXT = frozenset({"self", "action_space", "policy_config", "generator", "np_random", "model"})
 
 
 def check_nested_keys(user: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
@@ -146,3 +146,6 @@ def _check_exploration(value: Mapping[str, Any], default: Any, path: str) -> Non
         if key not in known:
             raise ValueError(unknown_key_message(key, f"{path}.{key}", known)
                              + f" ({value.get('type', default_type)!r} takes {sorted(known)})")
+    sub = value.get("sub_exploration")
+    if isinstance(sub, dict) and "type" in sub:  # an exploration inside this one (ParameterNoise's)
+        _check_exploration(sub, None, f"{path}.sub_exploration")

@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 import gymnasium as gym
-import numpy as np
 import torch
 
+from rlfleet.exploration.uniform import uniform_actions
 from rlfleet.models.distributions import ActionDistribution
 
 
@@ -41,23 +41,7 @@ class StochasticSampling:
         return actions, dist.logp(actions)
 
     def _uniform(self, dist, generator):
-        batch = dist.inputs.shape[0]
-        space = self.action_space
-        if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
-            masked = _uniform_among_legal(dist.inputs, space, generator)
-            if masked is not None:
-                return masked
-        if isinstance(space, gym.spaces.Discrete):
-            actions = torch.randint(int(space.n), (batch,), generator=generator)
-            return actions, torch.full((batch,), -float(np.log(space.n)))
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            nvec = torch.as_tensor(np.asarray(space.nvec).ravel())
-            actions = (torch.rand((batch, len(nvec)), generator=generator) * nvec).long()
-            return actions, torch.full((batch,), -float(np.log(nvec.double()).sum()))
-        # Box: uniform over the normalised range [-1, 1] the policy acts in.
-        dim = int(np.prod(space.shape))
-        actions = torch.rand((batch, dim), generator=generator) * 2.0 - 1.0
-        return actions, torch.full((batch,), -dim * float(np.log(2.0)))
+        return uniform_actions(self.action_space, dist.inputs, generator)
 
     def get_state(self) -> dict:
         return {"last_timestep": int(self.last_timestep)}
@@ -66,33 +50,24 @@ class StochasticSampling:
         self.last_timestep = int(state.get("last_timestep", 0))
 
 
-def _uniform_among_legal(logits: torch.Tensor, space: gym.Space, generator):
-    """Uniform actions among the legal ones when action masking set some logits to the lowest
-    float (`(actions, logp)`), else None."""
-    lowest = torch.finfo(logits.dtype).min
-    if not bool((logits <= lowest).any()):
-        return None
-    groups = [int(space.n)] if isinstance(space, gym.spaces.Discrete) else [int(n) for n in np.ravel(space.nvec)]
-    actions, logp = [], torch.zeros(logits.shape[0])
-    for part in torch.split(logits, groups, dim=-1):
-        legal = part > lowest
-        legal = legal | ~legal.any(-1, keepdim=True)
-        noise = torch.rand(part.shape, generator=generator, dtype=torch.float32)
-        actions.append(torch.where(legal, noise, torch.full_like(noise, -1.0)).argmax(-1))
-        logp = logp - torch.log(legal.sum(-1).float())
-    return (actions[0] if len(actions) == 1 and isinstance(space, gym.spaces.Discrete)
-            else torch.stack(actions, -1)), logp
-
-
 def _explorations() -> dict:
     # Imported here: those modules are siblings, and this one is imported first by the policy.
     from rlfleet.exploration.epsilon_greedy import EpsilonGreedy, PerWorkerEpsilonGreedy
     from rlfleet.exploration.noise import GaussianNoise, OrnsteinUhlenbeckNoise
+    from rlfleet.exploration.parameter_noise import ParameterNoise
+    from rlfleet.exploration.per_worker import PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise
+    from rlfleet.exploration.soft_q import SoftQ
+    from rlfleet.exploration.uniform_random import Random
 
     _EXPLORATIONS.setdefault("EpsilonGreedy", EpsilonGreedy)
     _EXPLORATIONS.setdefault("PerWorkerEpsilonGreedy", PerWorkerEpsilonGreedy)
     _EXPLORATIONS.setdefault("GaussianNoise", GaussianNoise)
     _EXPLORATIONS.setdefault("OrnsteinUhlenbeckNoise", OrnsteinUhlenbeckNoise)
+    _EXPLORATIONS.setdefault("PerWorkerGaussianNoise", PerWorkerGaussianNoise)
+    _EXPLORATIONS.setdefault("PerWorkerOrnsteinUhlenbeckNoise", PerWorkerOrnsteinUhlenbeckNoise)
+    _EXPLORATIONS.setdefault("SoftQ", SoftQ)
+    _EXPLORATIONS.setdefault("ParameterNoise", ParameterNoise)
+    _EXPLORATIONS.setdefault("Random", Random)
     return _EXPLORATIONS
 
 
@@ -144,11 +119,17 @@ def make_exploration(config: dict, action_space: gym.Space, **context):
             arguments).
         action_space: the policy's action space.
         **context: what the policy offers its exploration (e.g. `generator`,
-            `np_random`); each is passed on only to classes whose constructor takes it (or
-            `**kwargs`), as is `policy_config` (the policy's whole config).
+            `np_random`, `model`); each is passed on only to classes whose constructor takes
+            it (or `**kwargs`), as is `policy_config` (the policy's whole config). A dict
+            `sub_exploration` (ParameterNoise's) is built the same way and passed built.
     """
     cfg = dict(config.get("exploration_config") or {"type": "StochasticSampling"})
     cls = resolve_exploration_class(cfg.pop("type", "StochasticSampling"))
+    sub = cfg.get("sub_exploration")
+    if isinstance(sub, dict):  # an exploration inside this one (ParameterNoise's), built first
+        if "type" not in sub:
+            raise ValueError(f"exploration_config.sub_exploration needs a 'type', got {sub!r}")
+        cfg["sub_exploration"] = make_exploration(dict(config, exploration_config=sub), action_space, **context)
     for name, value in dict(context, policy_config=config).items():
         if name not in cfg and _accepts(cls, name):
             cfg[name] = value

@@ -185,6 +185,10 @@ class PolicyMap(MutableMapping):
         """Ids of the policies held in memory, least recently used first."""
         return list(self._mem)
 
+    def in_memory_policies(self) -> List[Any]:
+        """The policies held in memory, least recently used first (their use order unchanged)."""
+        return list(self._mem.values())
+
     def spilled(self) -> List[str]:
         """Ids of the policies that live on disk right now."""
         return list(self._spilled)

@@ -107,7 +107,11 @@ class TorchPolicy(Policy):
             self.dist_class, self.model = self.make_model_and_action_dist()
         self.model.to(self.device)
         self.towers: Optional[Towers] = Towers(self.model, self.devices) if len(self.devices) > 1 else None
-        self.exploration = make_exploration(config, action_space, generator=self.generator, np_random=self.np_random)
+        self.exploration = make_exploration(config, action_space, generator=self.generator, np_random=self.np_random,
+                                            model=self.model)
+        # An exploration that perturbs the weights it acts with (ParameterNoise) runs the
+        # acting forward pass itself: `(model, input_dict, state, explore, timestep) -> (out, state)`.
+        self._acting_forward = getattr(self.exploration, "forward_for_acting", None)
         self.lr_schedule = make_schedule(config["lr"], config.get("lr_schedule"), "lr_schedule")
         self.cur_lr = self.lr_schedule(0)
         # Optimizers are built on first use (learning, get_state): a worker that only acts
@@ -242,7 +246,10 @@ class TorchPolicy(Policy):
             return compute_actions_numpy(self, obs_np, explore, timestep)
         input_dict, state = model_inputs(self, obs_np, state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
-            dist_inputs, state_out = self.model(input_dict, state, None)
+            if self._acting_forward is None:
+                dist_inputs, state_out = self.model(input_dict, state, None)
+            else:
+                dist_inputs, state_out = self._acting_forward(self.model, input_dict, state, explore, timestep)
             if self.device.type != "cpu":  # sample on the CPU, with the policy's own generator
                 dist_inputs, state_out = dist_inputs.cpu(), [s.cpu() for s in state_out]
             dist = self.dist_class(dist_inputs, self.model)

@@ -401,6 +401,11 @@ class MultiAgentSampler:
                 ep._last_obs[aid] = carried._last_obs[aid]
                 ep._last_raw_obs[aid] = carried._last_raw_obs[aid]
                 ep._last_info[aid] = infos.get(aid, {})
+        for policy in self.worker.policy_map.in_memory_policies():
+            # An exploration that acts per episode (ParameterNoise) hears of each start, as the reference's.
+            start = getattr(getattr(policy, "exploration", None), "on_episode_start", None)
+            if start is not None:
+                start()
         if self._hooks["on_episode_start"]:
             self.callbacks.on_episode_start(worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
                                             episode=ep, env_index=i)

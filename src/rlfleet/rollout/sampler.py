@@ -72,6 +72,9 @@ class SingleAgentSampler:
             name: callbacks.overrides(name)
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
         }
+        # An exploration that acts per episode (ParameterNoise re-draws its weight noise) hears of
+        # each episode start.
+        self._exploration_episode_start = getattr(getattr(policy, "exploration", None), "on_episode_start", None)
         # Recurrent policies: per-env state carried from step to step (reset at episode
         # starts), recorded with the previous action / reward as `state_in_k`,
         # `state_out_k`, `prev_actions`, `prev_rewards` on every row (see _act_recurrent).
@@ -443,6 +446,8 @@ class SingleAgentSampler:
         episode = Episode(int(self._eps_id[i]), i)
         episode._last_raw_obs = raw_obs
         self._episodes[i] = episode
+        if self._exploration_episode_start is not None:
+            self._exploration_episode_start()
         if self._hooks["on_episode_start"]:
             self.callbacks.on_episode_start(
                 worker=self.worker, base_env=self.env, policies=self.worker.policy_map, episode=episode, env_index=i

@@ -17,7 +17,7 @@ from rlfleet.config import ConfigKey, algorithm_config, with_defaults
 # `target_network_update_freq` trained steps; 0 averages after every update, as DDPG does.
 APEX_DDPG_DEFAULTS: Dict[str, Any] = dict(
     APEX_DEFAULTS,
-    exploration_config={"type": "rlfleet.algorithms.apex.exploration.PerWorkerOrnsteinUhlenbeckNoise"},
+    exploration_config={"type": "PerWorkerOrnsteinUhlenbeckNoise"},
 )
 
 ALGO_KEYS: List[ConfigKey] = with_defaults(

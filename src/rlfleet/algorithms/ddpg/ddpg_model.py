@@ -22,6 +22,9 @@ class DDPGModel(TorchModel):
         twin_q: a second critic (clipped double Q).
     """
 
+    # The network `forward` acts with (ParameterNoise perturbs its weights).
+    acting_net = "actor"
+
     def __init__(self, obs_space, action_space, num_outputs, model_config, name, *, low: np.ndarray,
                  high: np.ndarray, actor_hiddens: List[int], actor_hidden_activation: str,
                  critic_hiddens: List[int], critic_hidden_activation: str, twin_q: bool):

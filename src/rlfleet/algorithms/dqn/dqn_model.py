@@ -133,6 +133,9 @@ class DQNModel(TorchModel):
     """The online Q-network and its target copy, as one module (one set of weights to sync
     and checkpoint). `forward` gives the online Q-values the policy acts on."""
 
+    # The network `forward` acts with (ParameterNoise perturbs its weights).
+    acting_net = "q_net"
+
     def __init__(self, obs_space, action_space, num_outputs, model_config, name, *, q_config: dict):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         self.num_atoms = int(q_config["num_atoms"])
