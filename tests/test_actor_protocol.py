@@ -6,7 +6,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from rlfleet.algorithms.ddpg import DDPGTrainer
 from rlfleet.algorithms.dqn import DQNTrainer
@@ -16,35 +15,17 @@ from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.algorithms.sac import SACTrainer
 from rlfleet.algorithms.td3 import TD3Trainer
 from rlfleet.config import validate_config
-from rlfleet.models.torch_model import TorchModel
 from rlfleet.policy.actor import Actor, TorchActor
 from rlfleet.policy.numpy_actor import NumpyActor, numpy_actor_unavailable
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.sample_batch import SampleBatch
 from tests.envs import make_worker
+from tests.tiny_models import TwoLayerModel
 
 SB = SampleBatch
 CARTPOLE = (gym.spaces.Box(-5.0, 5.0, (4,), np.float32), gym.spaces.Discrete(2))
 PENDULUM = (gym.spaces.Box(np.array([-1.0, -1.0, -8.0], np.float32), np.array([1.0, 1.0, 8.0], np.float32)),
             gym.spaces.Box(-2.0, 2.0, (1,), np.float32))
-
-
-class TwoLayerModel(TorchModel):
-    """A custom model (not a FullyConnectedNetwork): acts with the torch backend."""
-
-    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
-        super().__init__(obs_space, action_space, num_outputs, model_config, name)
-        self.body = nn.Sequential(nn.Linear(int(np.prod(obs_space.shape)), 8), nn.Tanh())
-        self.pi = nn.Linear(8, num_outputs)
-        self.vf = nn.Linear(8, 1)
-        self._h = None
-
-    def forward(self, input_dict, state, seq_lens):
-        self._h = self.body(input_dict["obs"].float())
-        return self.pi(self._h), state
-
-    def value_function(self):
-        return self.vf(self._h).squeeze(-1)
 
 
 def make_policy(trainer_cls, spaces, **config):

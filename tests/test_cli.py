@@ -253,21 +253,17 @@ def test_yaml_experiments_with_cli_overrides(tmp_path, capsys):
     assert any(line.startswith("== first: FAKE on CartPole-v1") for line in out)
 
 
-def test_yaml_unknown_keys_are_errors(tmp_path, capsys):
-    path = tmp_path / "e.yaml"
-    path.write_text("x:\n  run: FAKE\n  env: E\n  resources_per_trail: {}\n  stop: {training_iteration: 1}\n")
-    code, out, err = _run(capsys, "train", "-f", str(path))
-    assert code == cli.EXIT_USAGE and not FakeTrainer.instances
-    assert "unknown key 'resources_per_trail'" in err
-
-
-def test_a_misspelt_stop_in_yaml_is_an_error_with_did_you_mean(tmp_path, capsys):
+@pytest.mark.parametrize("bad_line, message", [
+    ("  resources_per_trail: {}\n  stop: {training_iteration: 1}\n", "unknown key 'resources_per_trail'"),
     # Issue 26: a warning here let the run train forever.
+    ("  stopp: {training_iteration: 1}\n", "experiment 'x': unknown key 'stopp'; did you mean 'stop'?"),
+])
+def test_unknown_yaml_experiment_keys_are_errors(bad_line, message, tmp_path, capsys):
     path = tmp_path / "e.yaml"
-    path.write_text("x:\n  run: FAKE\n  env: E\n  stopp: {training_iteration: 1}\n")
+    path.write_text("x:\n  run: FAKE\n  env: E\n" + bad_line)
     code, out, err = _run(capsys, "train", "-f", str(path))
     assert code == cli.EXIT_USAGE and not FakeTrainer.instances
-    assert "experiment 'x': unknown key 'stopp'; did you mean 'stop'?" in err
+    assert message in err
 
 
 def test_local_dir(tmp_path, capsys):

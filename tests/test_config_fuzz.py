@@ -26,6 +26,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from rlfleet.config import KEY_INDEX  # noqa: E402
 from rlfleet.registry import get_trainer_class, list_algorithms  # noqa: E402
+from rlfleet.utils.nested import set_nested  # noqa: E402
 
 ALGORITHMS = list_algorithms()
 CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
@@ -68,16 +69,6 @@ def _value_for(default: Any) -> st.SearchStrategy:
     return st.one_of(*options)
 
 
-def _set(config: Dict[str, Any], path: str, value: Any) -> None:
-    *parents, leaf = path.split(".")
-    node = config
-    for p in parents:
-        if not isinstance(node.get(p), dict):
-            node[p] = {}
-        node = node[p]
-    node[leaf] = value
-
-
 # Strategies built once (building them per draw costs more than the validation they feed).
 _VALUE_STRATEGIES: Dict[Tuple[str, str], st.SearchStrategy] = {
     (algo, name): _value_for(default) for algo, keys in KEYS.items() for name, default in keys}
@@ -99,7 +90,7 @@ def _as_config(drawn: Dict[str, Any], base: Dict[str, Any]) -> Dict[str, Any]:
 
     config = copy.deepcopy(base)
     for path, value in drawn.items():
-        _set(config, path, value)
+        set_nested(config, path, value)
     return config
 
 

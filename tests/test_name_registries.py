@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from torch import nn
 
 import rlfleet.env.registry as env_registry
 import rlfleet.models.catalog as catalog
@@ -13,26 +12,12 @@ from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.models.distributions import Categorical
 from rlfleet.models.preprocessors import Preprocessor
-from rlfleet.models.torch_model import TorchModel
 from rlfleet.rollout.name_registries import NameRegistries
+from tests.tiny_models import TwoLayerModel
 
 
-class NamedModel(TorchModel):
+class NamedModel(TwoLayerModel):
     """A custom model registered by name only."""
-
-    def __init__(self, obs_space, action_space, num_outputs, model_config, name, width=8):
-        super().__init__(obs_space, action_space, num_outputs, model_config, name)
-        self.body = nn.Sequential(nn.Linear(int(np.prod(obs_space.shape)), width), nn.Tanh())
-        self.pi = nn.Linear(width, num_outputs)
-        self.vf = nn.Linear(width, 1)
-        self._h = None
-
-    def forward(self, input_dict, state, seq_lens):
-        self._h = self.body(input_dict["obs"].float())
-        return self.pi(self._h), state
-
-    def value_function(self):
-        return self.vf(self._h).squeeze(-1)
 
 
 class NamedCategorical(Categorical):

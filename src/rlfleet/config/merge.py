@@ -16,6 +16,7 @@ from rlfleet.config.nested_keys import check_nested_keys
 from rlfleet.config.keys import (ALLOW_UNKNOWN_SUBKEYS, COMMON_CONFIG, KEY_INDEX,
                                  OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES, ConfigKey)
 from rlfleet.utils.deep_update import deep_update
+from rlfleet.utils.nested import set_nested
 
 
 def merge_configs(
@@ -55,13 +56,7 @@ def merge_configs(
     deep_update(merged, rest, allow_unknown_configs, allow_unknown_subkeys,
                 override_all_subkeys_if_type_changes)
     for path, value in deprecated.items():
-        *parents, leaf = path.split(".")
-        node = merged
-        for p in parents:
-            if not isinstance(node.get(p), dict):
-                node[p] = {}
-            node = node[p]
-        node[leaf] = value
+        set_nested(merged, path, value)
     return merged
 
 

@@ -1,5 +1,5 @@
-"""One lookup of a nested key, for configs ("model.fcnet_hiddens") and results
-("evaluation/episode_reward_mean") alike."""
+"""One lookup (and one assignment) of a nested key, for configs ("model.fcnet_hiddens") and
+results ("evaluation/episode_reward_mean") alike."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -31,3 +31,14 @@ def get_nested(tree: Mapping[str, Any], path: str, sep: str = ".", default: Any 
             return default
         node = node[part]
     return node
+
+
+def set_nested(tree: dict, path: str, value: Any, sep: str = ".") -> None:
+    """Sets `value` at `path` in nested dicts, making (or replacing non-dict) parents as dicts."""
+    *parents, leaf = path.split(sep)
+    node = tree
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[leaf] = value
