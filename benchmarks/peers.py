@@ -18,7 +18,8 @@ Cases (the RL Baselines3 Zoo's hyperparams/ppo.yml and sac.yml, SB3's defaults e
 
 Each run is a fresh Python process (imports, env and network set-up count: the wall is the
 child's whole lifetime, measured by this parent); the two libraries alternate, the order
-flipping from seed to seed. Both use one torch thread. Prints each run, then per case the
+flipping from seed to seed. Both use one thread (`--threads 1`, the default) or each its own
+default (`--threads default`: SB3's torch on every core, rlfleet's learner rule). Prints each run, then per case the
 medians, the spread and the ratio rlfleet / SB3 (lower is better) of the medians.
 """
 from __future__ import annotations
@@ -57,10 +58,16 @@ RLFLEET_SAC = {
 
 
 # --- children: one run each, printing "RESULT {...}" ------------------------------------------
-def run_rlfleet(case: str, seed: int) -> Dict[str, Any]:
-    import torch
+def _pin_torch_threads() -> None:
+    """One torch thread, unless `--threads default` left each library its own default."""
+    if os.environ.get("PEERS_THREADS", "1") == "1":
+        import torch
 
-    torch.set_num_threads(1)
+        torch.set_num_threads(1)
+
+
+def run_rlfleet(case: str, seed: int) -> Dict[str, Any]:
+    _pin_torch_threads()
     if case == "ppo-cartpole":
         from rlfleet.algorithms.ppo import PPOTrainer as cls
         env, config, threshold, cap = "CartPole-v1", dict(RLFLEET_PPO), 450.0, PPO_STEPS
@@ -100,7 +107,7 @@ def run_sb3(case: str, seed: int) -> Dict[str, Any]:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
-    torch.set_num_threads(1)
+    _pin_torch_threads()
     threshold, window = (450.0, 100) if case == "ppo-cartpole" else (-250.0, 5)
     out: Dict[str, Any] = {}
 
@@ -139,9 +146,10 @@ def run_sb3(case: str, seed: int) -> Dict[str, Any]:
 
 
 # --- parent ----------------------------------------------------------------------------------
-def _run_child(lib: str, case: str, seed: int) -> Dict[str, Any]:
-    env = dict(os.environ, RLFLEET_RESULTS_DIR=tempfile.mkdtemp(prefix="rlfleet-peers-"), OMP_NUM_THREADS="1",
-               MKL_NUM_THREADS="1")
+def _run_child(lib: str, case: str, seed: int, threads: str = "1") -> Dict[str, Any]:
+    env = dict(os.environ, RLFLEET_RESULTS_DIR=tempfile.mkdtemp(prefix="rlfleet-peers-"), PEERS_THREADS=threads)
+    if threads == "1":
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", lib, case, str(seed)],
@@ -164,6 +172,9 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=["ppo-cartpole", "sac-pendulum"],
                         choices=["ppo-cartpole", "sac-pendulum"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--threads", choices=["1", "default"], default="1",
+                        help="1: both libraries on one thread (OMP_NUM_THREADS=1, one torch thread); default: "
+                             "each library's own default (SB3: torch on every core; rlfleet: its learner rule)")
     parser.add_argument("--child", nargs=3, metavar=("LIB", "CASE", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -171,13 +182,13 @@ def main() -> None:
         result = (run_rlfleet if lib == "rlfleet" else run_sb3)(case, int(seed))
         print("RESULT " + json.dumps(result), flush=True)
         return
-    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; threads: {args.threads}")
     for case in args.cases:
         walls: Dict[str, List[float]] = {"rlfleet": [], "sb3": []}
         cpus: Dict[str, List[float]] = {"rlfleet": [], "sb3": []}
         for i, seed in enumerate(args.seeds):
             for lib in (("rlfleet", "sb3") if i % 2 == 0 else ("sb3", "rlfleet")):
-                r = _run_child(lib, case, seed)
+                r = _run_child(lib, case, seed, args.threads)
                 walls[lib].append(r["wall"])
                 cpus[lib].append(r["cpu"])
                 print(f"{case:13s} {lib:8s} seed {seed}: {r['wall']:6.1f} s (CPU {r['cpu']:6.1f} s), {r['steps']:6d} "

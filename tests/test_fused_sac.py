@@ -136,3 +136,23 @@ def test_more_torch_threads_keep_the_torch_path():
     finally:
         torch.set_num_threads(before)
     assert policy._fused is None
+
+
+def test_fused_sac_trains_the_state_restored_between_updates():
+    """The fused update keeps its views of weights and optimizer states between calls; a state
+    restored in between (as from a checkpoint) must be the one trained next."""
+    data = _transitions("Pendulum-v1", 256)
+    env = gym.make("Pendulum-v1")
+    policy, fresh = (_policy(env.observation_space, env.action_space) for _ in range(2))
+    batch = SampleBatch({k: v[:64] for k, v in data.items()})
+    policy.learn_on_batch(batch.copy())
+    saved = policy.get_state()
+    generator = policy.generator.get_state()
+    policy.learn_on_batch(batch.copy())  # moves weights and moments away from `saved`
+    policy.set_state(saved)
+    fresh.set_state(saved)
+    for p in (policy, fresh):
+        p.generator.set_state(generator)
+        p.learn_on_batch(batch.copy())
+    for k, v in fresh.get_weights().items():
+        np.testing.assert_array_equal(policy.get_weights()[k], v, err_msg=k)

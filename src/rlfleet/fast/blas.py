@@ -29,7 +29,23 @@ _BLAS_SETTER: Any = False  # not looked up yet
 
 
 @contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
+def blas_threads(count: int) -> Iterator[None]:
+    """NumPy's matrix products on `count` threads for the calling thread while inside
+    (restored after). Thread-local: other threads keep their own count."""
+    global _BLAS_SETTER
+    if _BLAS_SETTER is False:
+        _BLAS_SETTER = blas_thread_setter()
+    if _BLAS_SETTER is None:
+        yield
+        return
+    previous = _BLAS_SETTER(int(count))
+    try:
+        yield
+    finally:
+        _BLAS_SETTER(previous)
+
+
+def single_threaded_blas():
     """NumPy's matrix products on the calling thread alone while inside (restored after).
 
     The sampler's products are small (a few rows by a few hundred): splitting them over
@@ -37,17 +53,7 @@ def single_threaded_blas() -> Iterator[None]:
     200 x 256 x 256 product measured 20x slower with 2 threads than with 1 under load;
     one row 2x). Thread-local: a learner thread beside it keeps its threads.
     """
-    global _BLAS_SETTER
-    if _BLAS_SETTER is False:
-        _BLAS_SETTER = blas_thread_setter()
-    if _BLAS_SETTER is None:
-        yield
-        return
-    previous = _BLAS_SETTER(1)
-    try:
-        yield
-    finally:
-        _BLAS_SETTER(previous)
+    return blas_threads(1)
 
 
-__all__ = ["blas_thread_setter", "single_threaded_blas"]
+__all__ = ["blas_thread_setter", "blas_threads", "single_threaded_blas"]

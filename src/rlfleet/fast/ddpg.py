@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from rlfleet.fast.lanes import SERIAL, Lanes
 from rlfleet.fast.mlp import backward, forward
 
 
@@ -45,24 +46,41 @@ class DDPGSettings:
 
 
 def ddpg_gradients(nets: DDPGNets, obs, next_obs, actions, rewards, discounts, weights, s: DDPGSettings,
-                   noise: Optional[np.ndarray], update_actor: bool) -> Dict[str, Any]:
+                   noise: Optional[np.ndarray], update_actor: bool, lanes: Lanes = SERIAL) -> Dict[str, Any]:
     """The stats (with the per-sample `"td_error"`) of one update; writes the critics'
     gradients, and the actor's when `update_actor`, into their views (zeroed by the caller).
-    `noise`: standard normal `[B, action dim]` for target policy smoothing."""
+    `noise`: standard normal `[B, action dim]` for target policy smoothing. `lanes`: the
+    actors' passes, and each twin critic's, run side by side when parallel (the same results
+    either way)."""
     f32 = np.float32
     n = len(rewards)
-    _, a_tp1 = nets.act(nets.target_actor, next_obs)
+    twin = len(nets.critics) > 1
+
+    def pair(first, second):
+        return lanes.pair(first, second) if twin else (first(), second())
+
+    (_, a_tp1), (actor_outs, a_det) = pair(lambda: nets.act(nets.target_actor, next_obs),
+                                          lambda: nets.act(nets.actor[0], obs))
     if s.smooth_target_policy:
         clip = f32(s.target_noise_clip)
         a_tp1 = np.maximum(np.minimum(a_tp1 + np.clip(noise * f32(s.target_noise), -clip, clip), nets.high), nets.low)
     next_in = np.concatenate([next_obs, a_tp1], axis=1)
-    q_tp1 = forward(nets.target_critics[0], next_in)[-1][:, 0]
-    if len(nets.target_critics) > 1:
-        q_tp1 = np.minimum(q_tp1, forward(nets.target_critics[1], next_in)[-1][:, 0])
+    q_in = np.concatenate([obs, actions], axis=1)
+    det_in = np.concatenate([obs, a_det], axis=1)
+
+    def critic_passes(i: int):
+        """Critic i on (s, a), its target on (s', a'); the first critic also on (s, mu(s))."""
+        layers = nets.critics[i][0]
+        det = forward(layers, det_in) if i == 0 else None
+        return forward(layers, q_in), forward(nets.target_critics[i], next_in)[-1][:, 0], det
+
+    passes = list(pair(lambda: critic_passes(0), lambda: critic_passes(1))) if twin else [critic_passes(0)]
+    q_tp1 = passes[0][1]
+    if twin:
+        q_tp1 = np.minimum(q_tp1, passes[1][1])
     target = rewards + discounts * q_tp1
 
-    q_in = np.concatenate([obs, actions], axis=1)
-    critic_outs = [forward(layers, q_in) for layers, _ in nets.critics]
+    critic_outs = [p[0] for p in passes]
     tds = [outs[-1][:, 0] - target for outs in critic_outs]
     if s.use_huber:
         delta = f32(s.huber_threshold)
@@ -72,9 +90,7 @@ def ddpg_gradients(nets: DDPGNets, obs, next_obs, actions, rewards, discounts, w
         errors = [0.5 * td * td for td in tds]
         d_errors = tds
     critic_loss = float((weights * sum(errors)).mean())
-    actor_outs, a_det = nets.act(nets.actor[0], obs)
-    det_in = np.concatenate([obs, a_det], axis=1)
-    det_outs = forward(nets.critics[0][0], det_in)
+    det_outs = passes[0][2]
     actor_loss = -float(det_outs[-1][:, 0].mean())
     l2 = s.l2_reg
     if l2:
@@ -88,12 +104,15 @@ def ddpg_gradients(nets: DDPGNets, obs, next_obs, actions, rewards, discounts, w
     }
 
     inv = f32(1.0 / n)
-    for (layers, grads), outs, d_err in zip(nets.critics, critic_outs, d_errors):
-        backward(layers, grads, outs, (weights * d_err * inv)[:, None], False)
+
+    def critic_backward(i: int) -> None:
+        layers, grads = nets.critics[i]
+        backward(layers, grads, critic_outs[i], (weights * d_errors[i] * inv)[:, None], False)
         if l2:
             for (w, _, _), (gw, _) in zip(layers, grads):
                 gw += f32(l2) * w
-    if update_actor:
+
+    def actor_backward() -> None:
         # -mean(Q_1(s, mu(s))) through the frozen critic into the action, then the actor.
         g_action = backward(nets.critics[0][0], None, det_outs, np.full((n, 1), -inv, f32), True)[:, obs.shape[1]:]
         g_out = g_action
@@ -105,6 +124,16 @@ def ddpg_gradients(nets: DDPGNets, obs, next_obs, actions, rewards, discounts, w
         if l2:
             for (w, _, _), (gw, _) in zip(layers, grads):
                 gw += f32(l2) * w
+
+    def first_lane() -> None:
+        critic_backward(0)
+        if update_actor:
+            actor_backward()
+
+    if twin:
+        lanes.pair(first_lane, lambda: critic_backward(1))
+    else:
+        first_lane()
     return stats
 
 

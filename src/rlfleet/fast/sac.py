@@ -12,6 +12,7 @@ from typing import Any, Dict, List
 import numpy as np
 
 from rlfleet.fast.distributions import gaussian_log_density, tanh_log_det, tanh_log_det_grad
+from rlfleet.fast.lanes import SERIAL, Lanes
 from rlfleet.fast.mlp import backward, forward
 
 _LOG_STD_MIN, _LOG_STD_MAX = -20.0, 2.0  # SquashedGaussian's clamp
@@ -51,26 +52,35 @@ def policy_draw(nets: "SACNets", obs: np.ndarray, noise: np.ndarray):
 
 
 def sac_gradients(nets: SACNets, obs, next_obs, actions, rewards, discounts, weights, target_entropy: float,
-                  noise_t: np.ndarray, noise_tp1: np.ndarray) -> Dict[str, Any]:
+                  noise_t: np.ndarray, noise_tp1: np.ndarray, lanes: Lanes = SERIAL) -> Dict[str, Any]:
     """The stats (with the per-sample `"td_error"`) of one update; writes the critic, actor and
     alpha gradients into their views (zeroed by the caller). `noise_t` / `noise_tp1`: standard
-    normal `[B, action dim]` for the draws at s and s'."""
+    normal `[B, action dim]` for the draws at s and s'. `lanes`: the draws at s and s', and
+    each twin Q-net's passes, run side by side when parallel (the same results either way)."""
     f32 = np.float32
     n = len(rewards)
     log_alpha = f32(nets.log_alpha)
     alpha = np.exp(log_alpha)
-    pi_outs, raw_log_std, mean, std, u, tanh_u, a_t, z, logp_t = policy_draw(nets, obs, noise_t)
-    *_, a_tp1, _, logp_tp1 = policy_draw(nets, next_obs, noise_tp1)
+    draw_t, draw_tp1 = lanes.pair(lambda: policy_draw(nets, obs, noise_t), lambda: policy_draw(nets, next_obs, noise_tp1))
+    pi_outs, raw_log_std, mean, std, u, tanh_u, a_t, z, logp_t = draw_t
+    *_, a_tp1, _, logp_tp1 = draw_tp1
     q_in = np.concatenate([obs, actions], axis=1)
-    q_outs = [forward(layers, q_in) for layers, _ in nets.q]
-    q_values = [outs[-1][:, 0] for outs in q_outs]
     next_in = np.concatenate([next_obs, a_tp1], axis=1)
-    q_tp1 = forward(nets.target_q[0], next_in)[-1][:, 0]
-    if len(nets.target_q) > 1:
-        q_tp1 = np.minimum(q_tp1, forward(nets.target_q[1], next_in)[-1][:, 0])
-    target = rewards + discounts * (q_tp1 - alpha * logp_tp1)
     pi_in = np.concatenate([obs, a_t], axis=1)
-    pi_q_outs = [forward(layers, pi_in) for layers, _ in nets.q]
+
+    def q_passes(i: int):
+        """Q-net i on (s, a) and on (s, a~), and its target on (s', a')."""
+        layers = nets.q[i][0]
+        return forward(layers, q_in), forward(nets.target_q[i], next_in)[-1][:, 0], forward(layers, pi_in)
+
+    passes = list(lanes.pair(lambda: q_passes(0), lambda: q_passes(1))) if len(nets.q) > 1 else [q_passes(0)]
+    q_outs = [p[0] for p in passes]
+    q_values = [outs[-1][:, 0] for outs in q_outs]
+    q_tp1 = passes[0][1]
+    if len(passes) > 1:
+        q_tp1 = np.minimum(q_tp1, passes[1][1])
+    target = rewards + discounts * (q_tp1 - alpha * logp_tp1)
+    pi_q_outs = [p[2] for p in passes]
     pi_qs = [outs[-1][:, 0] for outs in pi_q_outs]
     q_pi = pi_qs[0] if len(pi_qs) == 1 else np.minimum(pi_qs[0], pi_qs[1])
 
@@ -89,9 +99,6 @@ def sac_gradients(nets: SACNets, obs, next_obs, actions, rewards, discounts, wei
         "min_q": float(q_t.min()), "mean_td_error": float(td_error.mean()), "td_error": td_error,
     }
 
-    # Critic: 0.5 * mean(w * td^2) per Q-net.
-    for (layers, grads), outs, td in zip(nets.q, q_outs, tds):
-        backward(layers, grads, outs, (weights * td * inv)[:, None], False)
     # Actor: mean(alpha * logp - min Q(s, a~)), through the frozen Q-nets into a~.
     g_q = -inv
     if len(pi_qs) == 1:
@@ -99,9 +106,18 @@ def sac_gradients(nets: SACNets, obs, next_obs, actions, rewards, discounts, wei
     else:
         to_first = np.where(pi_qs[0] < pi_qs[1], 1.0, np.where(pi_qs[0] == pi_qs[1], 0.5, 0.0)).astype(f32)
         shares = [g_q * to_first, g_q * (1.0 - to_first)]
+
+    def q_backward(i: int) -> np.ndarray:
+        """Q-net i's critic gradient (0.5 * mean(w * td^2)), and the actor loss's gradient
+        with respect to a~ through it."""
+        layers, grads = nets.q[i]
+        backward(layers, grads, q_outs[i], (weights * tds[i] * inv)[:, None], False)
+        return backward(layers, None, pi_q_outs[i], shares[i][:, None], True)[:, obs.shape[1]:]
+
+    g_actions = lanes.pair(lambda: q_backward(0), lambda: q_backward(1)) if len(nets.q) > 1 else [q_backward(0)]
     g_action = 0.0
-    for (layers, _), outs, share in zip(nets.q, pi_q_outs, shares):
-        g_action = g_action + backward(layers, None, outs, share[:, None], True)[:, obs.shape[1]:]
+    for g in g_actions:
+        g_action = g_action + g
     g_logp = (alpha * inv).astype(f32)
     dlogp_du = -z / std + tanh_log_det_grad(u)
     g_u = g_logp * dlogp_du + g_action * ((1.0 - tanh_u * tanh_u) * (0.5 * (nets.high - nets.low)))

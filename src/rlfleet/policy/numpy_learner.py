@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from rlfleet.fast.adam import adam_delta
-from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.fast.blas import blas_threads
+from rlfleet.fast.lanes import LaneChooser, learner_lanes
 from rlfleet.fast.mlp import linear_stack, numpy_layers
 from rlfleet.policy.optim import Adam
 from rlfleet.policy import learning_loop
@@ -152,15 +153,31 @@ def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, fl
 class FusedUpdate(ABC):
     """An off-policy fused update: `learn_on_batch` as `TorchPolicy.learn_on_batch` around a
     subclass's `_bind()` (which sets `self.adams`, the `FlatAdam` per optimizer name) and
-    `_update(columns)`."""
+    `_update(columns)`, which may split its work over `self.lanes` (two where the process
+    may use two cores and timing shows them faster: `rlfleet.fast.lanes`)."""
 
     def __init__(self, policy):
         self.policy = policy
+        self.lane_chooser = LaneChooser(learner_lanes(policy.config))
+        self._bound_to: Optional[tuple] = None
+
+    def _binding_key(self) -> tuple:
+        """What `_bind`'s views depend on: the parameters' storage and the optimizers' groups and
+        flat states (a restored checkpoint or a new optimizer replaces one of them). The views
+        keep the old storages alive, so a replaced one cannot come back at the same address."""
+        policy = self.policy
+        return (tuple(p.data_ptr() for p in policy.model.parameters()),
+                tuple((name, id(opt.param_groups[0]), id(opt.flat_group_state(0)))
+                      for name, opt in policy.optimizers.items()))
+
+    @property
+    def lanes(self):
+        return self.lane_chooser.lanes
 
     @abstractmethod
     def _bind(self) -> None:
-        """Takes views of the policy's current weights and optimizer states (each call: a
-        restored checkpoint or `set_weights` may have replaced them)."""
+        """Takes views of the policy's current weights and optimizer states (again whenever
+        `_binding_key` changes: a restored checkpoint or `set_weights` may have replaced them)."""
 
     @abstractmethod
     def _update(self, columns: Dict[str, np.ndarray]) -> Dict[str, Any]:
@@ -170,11 +187,17 @@ class FusedUpdate(ABC):
         policy = self.policy
         result = learning_loop.start_result(policy, samples)
         columns = {k: t.numpy() for k, t in policy.to_tensors(samples).items()}
-        self._bind()
+        key = self._binding_key()
+        if key != self._bound_to:
+            self._bind()
+            self._bound_to = key
         # A NaN / inf is the NaN guard's to report (the update is skipped), not NumPy's.
+        chooser = self.lane_chooser
+        chooser.start()
         try:
-            with single_threaded_blas(), np.errstate(all="ignore"):
+            with blas_threads(1), np.errstate(all="ignore"):
                 stats = self._update(columns)
+            chooser.finish()
         finally:  # also when the NaN guard raised after earlier writes
             for adam in self.adams.values():
                 adam.touch()

@@ -75,7 +75,7 @@ class FusedDDPGUpdate(FusedUpdate):
         settings = DDPGSettings(cfg["smooth_target_policy"], cfg["target_noise"], cfg["target_noise_clip"],
                                 cfg["use_huber"], cfg["huber_threshold"], cfg["l2_reg"])
         stats = ddpg_gradients(self.nets, obs, next_obs, actions, rewards, discounts, weights, settings, noise,
-                               "actor" in adams)
+                               "actor" in adams, self.lanes)
         clip_guard_and_step(policy, adams, {"critic": stats["critic_loss"], "actor": stats["actor_loss"]}, stats)
         return stats
 

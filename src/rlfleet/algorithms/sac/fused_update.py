@@ -86,7 +86,7 @@ class FusedSACUpdate(FusedUpdate):
         for adam in self.adams.values():
             adam.grad.fill(0.0)
         stats = sac_gradients(self.nets, obs, next_obs, actions, rewards, discounts, weights, policy.target_entropy,
-                              noise_t, noise_tp1)
+                              noise_t, noise_tp1, self.lanes)
         clip_guard_and_step(policy, self.adams, {k: stats[f"{k}_loss"] for k in _NAMES}, stats)
         # As the torch path reports it: the parameter's value once the step is taken.
         stats["log_alpha_value"] = float(self.nets.log_alpha)
