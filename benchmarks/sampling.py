@@ -113,14 +113,16 @@ class WorkerLoop:
             "envpool:CartPole-v1": one EnvPool stepped as a batch).
     """
 
-    def __init__(self, num_envs: int, seed: int = 0, env: str = "CartPole-v1"):
+    def __init__(self, num_envs: int, seed: int = 0, env: str = "CartPole-v1", hiddens=None):
         from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
         from rlfleet.config import merge_configs, validate_config
         from rlfleet.env.registry import resolve_env
         from rlfleet.rollout.rollout_worker import RolloutWorker
 
-        config = merge_configs(DEFAULT_CONFIG, {"env": env, "num_envs_per_worker": num_envs,
-                                                "rollout_fragment_length": 200, "seed": seed})
+        overrides = {"env": env, "num_envs_per_worker": num_envs, "rollout_fragment_length": 200, "seed": seed}
+        if hiddens is not None:
+            overrides["model"] = {"fcnet_hiddens": list(hiddens)}
+        config = merge_configs(DEFAULT_CONFIG, overrides)
         validate_config(config)
         _, creator = resolve_env(env)
         self.worker = RolloutWorker(env_creator=creator, policy_class=PPOTorchPolicy, config=config)

@@ -70,6 +70,19 @@ class MultiAgentEnv:
         return spaces.get(agent_id, self.action_space)
 
     # --- lifecycle ---------------------------------------------------------------------
+    def with_agent_groups(self, groups: Dict[Any, List[AgentID]], obs_space: Optional[gym.Space] = None,
+                          act_space: Optional[gym.Space] = None) -> "MultiAgentEnv":
+        """This env with each group of agents acting as one agent: Tuple observations and
+        actions, the members' rewards summed (`rlfleet.env.agent_groups.GroupedAgentsEnv`).
+
+        Args:
+            groups: group id -> member agent ids (the tuples' order).
+            obs_space, act_space: the groups' Tuple spaces (default: the members' spaces).
+        """
+        from rlfleet.env.agent_groups import GroupedAgentsEnv
+
+        return GroupedAgentsEnv(self, groups, obs_space, act_space)
+
     def render(self) -> Any:
         return None
 
