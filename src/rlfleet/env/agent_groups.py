@@ -72,10 +72,12 @@ class GroupedAgentsEnv(MultiAgentEnv):
 
     # --- spaces ----------------------------------------------------------------------
     def _single_spaces(self, env: MultiAgentEnv) -> Optional[Tuple[gym.Space, gym.Space]]:
-        """One pair of spaces for every agent, when there are only groups with given spaces."""
-        if self._obs_space is None or self._act_space is None or len(self.groups) != 1:
+        """The spaces every agent shares, when the env is a single group and they are known."""
+        if len(self.possible_agents) != 1 or self.possible_agents[0] not in self.groups:
             return None
-        return (self._obs_space, self._act_space) if set(self.possible_agents) == set(self.groups) else None
+        gid = self.possible_agents[0]
+        obs, act = self.observation_space_for(gid), self.action_space_for(gid)
+        return None if obs is None or act is None else (obs, act)
 
     def observation_space_for(self, agent_id: AgentID) -> Optional[gym.Space]:
         return self._space_for(agent_id, self._obs_space, self.env.observation_space_for)
