@@ -11,6 +11,7 @@ stepped as a batch, rlfleet.env.envpool_env) with the Gymnasium envs, both throu
 ids (Gymnasium's and EnvPool's name, e.g. HalfCheetah-v4) as arguments:
 
     python benchmarks/sampling.py --envpool [CartPole-v1 HalfCheetah-v4] [--envs 8] [--steps 10000] [--rounds 5]
+                                  [--hiddens 64 64]
 
 `--workers 0 1 2` measures instead the total env steps/s of the worker set: 0 is the
 single process (the local worker samples), N >= 1 is N remote workers on a local Ray
@@ -152,11 +153,11 @@ def interleaved_ratios(ours, ceiling, total_steps: int, rounds: int) -> Tuple[Li
     return ratios, statistics.median(mine), statistics.median(theirs)
 
 
-def envpool_table(env_id: str, num_envs: int, total_steps: int, rounds: int) -> None:
+def envpool_table(env_id: str, num_envs: int, total_steps: int, rounds: int, hiddens=None) -> None:
     """`--envpool`: RolloutWorker.sample() on "envpool:<env_id>" and on the Gymnasium envs,
     and EnvPool's raw loop, each as a ratio to the plain Gymnasium loop of the same round."""
-    loops = {"rlfleet, gymnasium envs": WorkerLoop(num_envs, env=env_id),
-             "rlfleet, envpool": WorkerLoop(num_envs, env="envpool:" + env_id),
+    loops = {"rlfleet, gymnasium envs": WorkerLoop(num_envs, env=env_id, hiddens=hiddens),
+             "rlfleet, envpool": WorkerLoop(num_envs, env="envpool:" + env_id, hiddens=hiddens),
              "envpool raw step loop": EnvPoolRawLoop(num_envs, env_id=env_id)}
     ceiling = PlainGymLoop(num_envs, env_id=env_id)
     rates: dict = {name: [] for name in loops}
@@ -171,7 +172,7 @@ def envpool_table(env_id: str, num_envs: int, total_steps: int, rounds: int) -> 
             ratios[name].append(rates[name][-1] / plain[-1])
     for loop in loops.values():
         loop.stop()
-    print(f"{env_id}, {num_envs} envs; median of {rounds} interleaved rounds of {total_steps} steps; load average "
+    print(f"{env_id}, {num_envs} envs, model {hiddens or 'default'}; median of {rounds} interleaved rounds of {total_steps} steps; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'loop':>24} | {'env steps/s (min-max)':>27} | vs plain gym loop, same round (min-max)")
     print(f"{'plain gym loop':>24} | {_spread(plain, '{:,.0f}'):>27} | 1")
@@ -246,11 +247,13 @@ def main() -> None:
     parser.add_argument("--envpool", nargs="*", metavar="ID", default=None,
                         help="env: 'envpool:ID' vs the Gymnasium envs of ID, and EnvPool's raw loop "
                              "(default ID CartPole-v1; needs `pip install envpool`; --envs default 8)")
+    parser.add_argument("--hiddens", type=int, nargs="+", default=None, metavar="H",
+                        help="--envpool: the model's fcnet_hiddens (default: PPO's default model)")
     args = parser.parse_args()
     if args.envpool is not None:
         for env_id in args.envpool or ["CartPole-v1"]:
             for n in (args.envs if args.envs != [1, 8] else [8]):
-                envpool_table(env_id, n, args.steps, args.rounds)
+                envpool_table(env_id, n, args.steps, args.rounds, args.hiddens)
         return
     if args.workers is not None:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
