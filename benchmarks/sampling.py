@@ -3,7 +3,10 @@
 Both step the same CartPole-v1 envs in this one run; the figure that matters is the
 ratio (ours / ceiling), which does not depend on how fast this machine is.
 
-    python benchmarks/sampling.py [--steps 40000] [--envs 1 8]
+    python benchmarks/sampling.py [--steps 40000] [--envs 1 8] [--ceiling]
+
+`--ceiling` adds the arithmetic ceiling of a sampler with the default model: the plain loop
+plus that model's own NumPy forward passes (`PlainLoopWithModel`), and ours as a share of it.
 
 `--envpool` compares, for 8 envs (or `--envs`), `env: "envpool:CartPole-v1"` (one EnvPool
 stepped as a batch, rlfleet.env.envpool_env) with the Gymnasium envs, both through
@@ -65,6 +68,50 @@ class PlainGymLoop:
 
     def stop(self) -> None:
         pass
+
+
+class PlainLoopWithModel(PlainGymLoop):
+    """The arithmetic ceiling of a sampler: the plain loop plus the default PPO model's own
+    forward passes, as NumPy does them: per step one pass over the envs' observations for
+    the actions (a Categorical draw), per 200-step chunk one pass over the chunk's stored
+    observations for the values, and the observations copied into a preallocated buffer.
+    Nothing else (no trajectories, episodes, checks or metrics)."""
+
+    def __init__(self, num_envs: int, seed: int = 0, env_id: str = "CartPole-v1", hiddens=None):
+        super().__init__(num_envs, seed, env_id)
+        from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
+        from rlfleet.config import merge_configs
+        from rlfleet.fast.distributions import sample_numpy
+        from rlfleet.fast.inference import NumpyMLPInference
+
+        env = self.envs[0]
+        config = merge_configs(DEFAULT_CONFIG, {"model": {"fcnet_hiddens": list(hiddens)}} if hiddens else {})
+        policy = PPOTorchPolicy(env.observation_space, env.action_space, config)
+        self.net = NumpyMLPInference(policy.model)
+        self.dist_class, self.sample = policy.dist_class, sample_numpy
+        self.chunk = np.zeros((200, num_envs, *env.observation_space.shape), np.float32)
+        self.obs = np.stack([e.reset(seed=seed + i)[0] for i, e in enumerate(self.envs)]).astype(np.float32)
+
+    def run(self, total_steps: int) -> Tuple[int, float]:
+        from rlfleet.fast.blas import single_threaded_blas
+
+        envs, net, chunk, rng = self.envs, self.net, self.chunk, self.rng
+        obs, steps, t = self.obs, 0, 0
+        start = time.perf_counter()
+        with single_threaded_blas():
+            while steps < total_steps:
+                chunk[t] = obs
+                logits, _ = net(obs, values=False)
+                actions, _ = self.sample(self.dist_class, logits, True, rng)
+                for i, (env, a) in enumerate(zip(envs, actions.tolist())):
+                    o, _, term, trunc, _ = env.step(a)
+                    obs[i] = env.reset()[0] if term or trunc else o
+                steps += len(envs)
+                t += 1
+                if t == len(chunk):
+                    net.values(chunk.reshape(-1, chunk.shape[-1]))
+                    t = 0
+        return steps, time.perf_counter() - start
 
 
 def _random_actions(space: gym.Space, num_envs: int, rng: np.random.Generator):
@@ -140,19 +187,6 @@ class WorkerLoop:
         self.worker.stop()
 
 
-def interleaved_ratios(ours, ceiling, total_steps: int, rounds: int) -> Tuple[List[float], float, float]:
-    """Alternates `rounds` timed runs of each (other load on the machine hits both alike);
-    returns the per-round ratios of steps/s and the median rates of each."""
-    ratios, mine, theirs = [], [], []
-    for _ in range(rounds):
-        s1, t1 = ceiling.run(total_steps)
-        s2, t2 = ours.run(total_steps)
-        theirs.append(s1 / t1)
-        mine.append(s2 / t2)
-        ratios.append(mine[-1] / theirs[-1])
-    return ratios, statistics.median(mine), statistics.median(theirs)
-
-
 def envpool_table(env_id: str, num_envs: int, total_steps: int, rounds: int, hiddens=None) -> None:
     """`--envpool`: RolloutWorker.sample() on "envpool:<env_id>" and on the Gymnasium envs,
     and EnvPool's raw loop, each as a ratio to the plain Gymnasium loop of the same round."""
@@ -185,14 +219,6 @@ def envpool_table(env_id: str, num_envs: int, total_steps: int, rounds: int, hid
 def _spread(values: List[float], fmt: str) -> str:
     """`median (min-max)`."""
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
-def rlfleet_sampler(num_envs: int, total_steps: int, seed: int = 0) -> float:
-    """Env steps/s of `RolloutWorker.sample()` with the default PPO model."""
-    loop = WorkerLoop(num_envs, seed)
-    steps, seconds = loop.run(total_steps)
-    loop.stop()
-    return steps / seconds
 
 
 def make_worker_set(num_workers: int, num_envs: int, seed: int = 0, before: bool = False):
@@ -249,6 +275,8 @@ def main() -> None:
                              "(default ID CartPole-v1; needs `pip install envpool`; --envs default 8)")
     parser.add_argument("--hiddens", type=int, nargs="+", default=None, metavar="H",
                         help="--envpool: the model's fcnet_hiddens (default: PPO's default model)")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also the arithmetic ceiling: the plain loop plus the model's own forward passes")
     args = parser.parse_args()
     if args.envpool is not None:
         for env_id in args.envpool or ["CartPole-v1"]:
@@ -294,13 +322,29 @@ def main() -> None:
         return
     print(f"median of {args.rounds} interleaved rounds of {args.steps} steps each; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'envs/worker':>11} | {'plain gym steps/s':>17} | {'rlfleet steps/s':>15} | ratio (min-max)")
+    print(f"{'envs/worker':>11} | {'plain gym steps/s':>17} | {'rlfleet steps/s':>15} | ratio (min-max)"
+          + (" | ceiling steps/s | rlfleet / ceiling (min-max)" if args.ceiling else ""))
     for n in args.envs:
         ceiling, ours = PlainGymLoop(n), WorkerLoop(n)
-        ratios, mine, theirs = interleaved_ratios(ours, ceiling, args.steps, args.rounds)
+        model_loop = PlainLoopWithModel(n) if args.ceiling else None
+        ratios, mine, theirs, to_model, model_rates = [], [], [], [], []
+        for _ in range(args.rounds):  # interleaved: other load hits all alike
+            s1, t1 = ceiling.run(args.steps)
+            s2, t2 = ours.run(args.steps)
+            theirs.append(s1 / t1)
+            mine.append(s2 / t2)
+            ratios.append(mine[-1] / theirs[-1])
+            if model_loop is not None:
+                s3, t3 = model_loop.run(args.steps)
+                model_rates.append(s3 / t3)
+                to_model.append(mine[-1] / model_rates[-1])
         ours.stop()
-        print(f"{n:>11} | {theirs:>17,.0f} | {mine:>15,.0f} | {statistics.median(ratios):.3f} "
-              f"({min(ratios):.3f}-{max(ratios):.3f})")
+        line = (f"{n:>11} | {statistics.median(theirs):>17,.0f} | {statistics.median(mine):>15,.0f} | "
+                f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
+        if model_loop is not None:
+            line += (f" | {statistics.median(model_rates):>15,.0f} | {statistics.median(to_model):.3f} "
+                     f"({min(to_model):.3f}-{max(to_model):.3f})")
+        print(line)
 
 if __name__ == "__main__":
     main()
