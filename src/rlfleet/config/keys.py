@@ -170,8 +170,15 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           dict_value()),
         K("exploration_config.type", "StochasticSampling", "Exploration class or its name "
           "(StochasticSampling, EpsilonGreedy, PerWorkerEpsilonGreedy, SoftQ, Random, GaussianNoise, "
-          "OrnsteinUhlenbeckNoise, PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise, ParameterNoise) or a 'package.module.Class' path; its other keys are that class's "
-          "arguments (see its docstring).", exploration_type),
+          "OrnsteinUhlenbeckNoise, PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise, ParameterNoise, Curiosity) or a "
+          "'package.module.Class' path; its other keys are that class's arguments (see its docstring). Curiosity (ICM, "
+          "Discrete / MultiDiscrete actions; PPO, PG, A2C and other algorithms that learn in the trainer): "
+          "feature_dim 288, feature_net_config None (the policy's model), inverse_net_hiddens [256], "
+          "inverse_net_activation 'relu', forward_net_hiddens [256], forward_net_activation 'relu', beta 0.2, "
+          "eta 1.0, lr 0.001, sub_exploration None (StochasticSampling); eta x the forward model's error is "
+          "added to the rewards before advantages, reported as "
+          "info/learner/<policy>/learner_stats/intrinsic_reward_mean and intrinsic_return_mean "
+          "(episode_reward_mean stays extrinsic).", exploration_type),
     ],
     "Evaluation": [
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",
