@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlfleet.exploration.reward_bonus import RewardBonus
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.models.distributions import Categorical, MultiCategorical
 from rlfleet.models.fcnet import activation_class, dense_net
@@ -103,7 +104,7 @@ def _xavier(net: nn.Module) -> nn.Module:
     return net
 
 
-class Curiosity:
+class Curiosity(RewardBonus):
     """The intrinsic curiosity module: `eta` x the forward model's error is added to each
     row's reward in postprocessing; the ICM trains on the learner's train batches.
 
@@ -125,8 +126,7 @@ class Curiosity:
         policy_config, model, generator: given by the policy.
     """
 
-    # What `make_exploration` builds as `sub_exploration` when the config names none.
-    default_sub_exploration = {"type": "StochasticSampling"}
+    kind = "Curiosity"
 
     def __init__(self, action_space: gym.Space, *, feature_dim: int = 288, feature_net_config: Optional[dict] = None,
                  inverse_net_hiddens: Sequence[int] = (256,), inverse_net_activation: str = "relu",
@@ -153,7 +153,6 @@ class Curiosity:
             except ValueError as e:
                 raise ValueError(f"exploration_config.{key}: {e}") from None
         cfg = policy_config or {}
-        self.action_space = action_space
         self.feature_dim = int(feature_dim)
         self.beta, self.eta, self.lr = float(beta), float(eta), float(lr)
         self.rows_per_step = max(1, int(cfg.get("rollout_fragment_length", 200) or 200)
@@ -166,47 +165,17 @@ class Curiosity:
         seed = derive_seed(generator.initial_seed() if generator is not None else 0, "curiosity")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed & 0xFFFFFFFF)
-            self.icm = nn.ModuleDict({
+            icm = nn.ModuleDict({
                 "feature_net": ModelCatalog.get_model(model.obs_space, action_space, f, features,
                                                       name="curiosity_feature_net"),
                 "inverse_net": _xavier(dense_net(2 * f, list(inverse), inverse_net_activation, n_act)),
                 "forward_net": _xavier(dense_net(f + n_act, list(forward), forward_net_activation, f)),
             })
-        device = next(iter(model.parameters()), torch.zeros(())).device
-        self.icm.to(device)
-        self.device = device
+        self._init_bonus(action_space, sub_exploration, icm, model)
+        self.icm = self.networks
         self._optimizer: Any = None  # Adam, built where the ICM first learns (the policy builds it)
         self._pending_optimizer_state: Optional[dict] = None
-        self.sub_exploration = sub_exploration
-        if not hasattr(sub_exploration, "get_exploration_action") or isinstance(sub_exploration, Curiosity):
-            raise ValueError(f"exploration_config.sub_exploration must be an exploration config other than "
-                             f"Curiosity ({{'type': ..., **options}}), got {sub_exploration!r}")
-        self._stats: Dict[str, float] = {}
         self._open_returns: "OrderedDict[Tuple[int, int], float]" = OrderedDict()
-
-    # --- acting: the sub-exploration's ----------------------------------------------------
-    @property
-    def acting_exploration(self):
-        """What picks the actions (Curiosity only reshapes rewards): the NumPy actor may act
-        for it when this is StochasticSampling (policy/fast_plan.py)."""
-        return self.sub_exploration
-
-    @property
-    def random_timesteps(self) -> int:
-        return int(getattr(self.sub_exploration, "random_timesteps", 0))
-
-    @property
-    def last_timestep(self) -> int:
-        return int(getattr(self.sub_exploration, "last_timestep", 0))
-
-    @last_timestep.setter
-    def last_timestep(self, value: int) -> None:
-        self.sub_exploration.last_timestep = int(value)
-
-    def get_exploration_action(self, dist, explore: bool, timestep: int,
-                               generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The sub-exploration's `(actions, logp)`."""
-        return self.sub_exploration.get_exploration_action(dist, explore, timestep, generator)
 
     # --- the ICM's maths ------------------------------------------------------------------
     def _tensors(self, batch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -315,24 +284,8 @@ class Curiosity:
         return self._optimizer
 
     # --- info, weights and state ----------------------------------------------------------
-    def get_info(self) -> dict:
-        info = dict(self.sub_exploration.get_info()) if hasattr(self.sub_exploration, "get_info") else {}
-        info.update(self._stats)
-        return info
-
-    def get_weights(self) -> Dict[str, np.ndarray]:
-        """The ICM's weights (what postprocessing on any worker needs)."""
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.icm.state_dict().items()}
-
-    def set_weights(self, weights: Dict[str, np.ndarray]) -> None:
-        own = self.icm.state_dict()
-        if set(weights) != set(own):
-            raise ValueError(f"Curiosity weights do not match its ICM: missing {sorted(set(own) - set(weights))}, "
-                             f"unexpected {sorted(set(weights) - set(own))}")
-        self.icm.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
-
     def get_state(self) -> dict:
-        state: Dict[str, Any] = {"sub_exploration": self.sub_exploration.get_state()}
+        state: Dict[str, Any] = super().get_state()
         if self._optimizer is not None:
             state["optimizer"] = optimizer_state(self._optimizer)
         elif self._pending_optimizer_state is not None:
@@ -340,8 +293,7 @@ class Curiosity:
         return state
 
     def set_state(self, state: dict) -> None:
-        if "sub_exploration" in state:
-            self.sub_exploration.set_state(state["sub_exploration"])
+        super().set_state(state)
         saved = state.get("optimizer")
         if saved is not None:
             if self._optimizer is None:

@@ -56,6 +56,7 @@ def _explorations() -> dict:
     from rlfleet.exploration.epsilon_greedy import EpsilonGreedy, PerWorkerEpsilonGreedy
     from rlfleet.exploration.noise import GaussianNoise, OrnsteinUhlenbeckNoise
     from rlfleet.exploration.parameter_noise import ParameterNoise
+    from rlfleet.exploration.re3 import RE3
     from rlfleet.exploration.per_worker import PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise
     from rlfleet.exploration.soft_q import SoftQ
     from rlfleet.exploration.uniform_random import Random
@@ -70,6 +71,7 @@ def _explorations() -> dict:
     _EXPLORATIONS.setdefault("ParameterNoise", ParameterNoise)
     _EXPLORATIONS.setdefault("Random", Random)
     _EXPLORATIONS.setdefault("Curiosity", Curiosity)
+    _EXPLORATIONS.setdefault("RE3", RE3)
     return _EXPLORATIONS
 
 
