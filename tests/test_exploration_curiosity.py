@@ -276,3 +276,18 @@ def test_ppo_with_curiosity_finds_the_only_reward_of_frozenlake(tmp_path):
         assert reward == 1.0
     finally:
         trainer.stop()
+
+
+def test_minigrid_view_is_the_flat_egocentric_view():
+    pytest.importorskip("minigrid")
+    from rlfleet.env.examples.minigrid_view import MiniGridView
+
+    env = MiniGridView({"id": "MiniGrid-Empty-8x8-v0", "max_steps": 4})
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.shape == (147,) and obs.dtype == np.float32 and env.observation_space.contains(obs)
+    views = {tuple(env.step(1)[0]) for _ in range(3)}  # turning right changes what the agent sees
+    assert len(views) == 3
+    *_, truncated, _ = env.step(2)
+    assert truncated  # the fourth step: max_steps goes to MiniGrid
+    with pytest.raises(gym.error.Error):
+        MiniGridView({"id": "MiniGrid-NoSuchGrid-v0"})

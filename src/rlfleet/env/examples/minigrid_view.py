@@ -24,10 +24,13 @@ class MiniGridView(gym.Wrapper):
         cfg = dict(env_config or {})
         env_id = cfg.pop("id", "MiniGrid-Empty-16x16-v0")
         try:
-            import minigrid  # noqa: F401  (registers the MiniGrid-* ids)
+            import minigrid
         except ImportError as e:
             raise ImportError(f"MiniGridView({env_id!r}) needs the `minigrid` package: pip install "
                               f"'rlfleet[minigrid]' ({e})") from None
+        # minigrid 2.x registers its ids through an entry point that Gymnasium 1.x skips.
+        if not any(name.startswith("MiniGrid-") for name in gym.registry):
+            minigrid.register_minigrid_envs()
         super().__init__(gym.make(env_id, **cfg))
         shape = self.env.observation_space["image"].shape
         self.observation_space = gym.spaces.Box(0.0, 10.0, (int(np.prod(shape)),), np.float32)
