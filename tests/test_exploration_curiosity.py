@@ -291,3 +291,7 @@ def test_minigrid_view_is_the_flat_egocentric_view():
     assert truncated  # the fourth step: max_steps goes to MiniGrid
     with pytest.raises(gym.error.Error):
         MiniGridView({"id": "MiniGrid-NoSuchGrid-v0"})
+    navigation = MiniGridView({"id": "MiniGrid-Empty-8x8-v0", "num_actions": 3})
+    assert navigation.action_space == gym.spaces.Discrete(3)
+    with pytest.raises(ValueError, match="env_config.num_actions must be in \\[1, 7\\]"):
+        MiniGridView({"id": "MiniGrid-Empty-8x8-v0", "num_actions": 8})

@@ -14,7 +14,9 @@ class MiniGridView(gym.Wrapper):
     the mission text and the direction are dropped. Reward and episode end are MiniGrid's:
     1 - 0.9 x steps / max_steps on reaching the goal, else 0.
 
-    env_config keys: `id` (default "MiniGrid-Empty-16x16-v0"); the others go to `gym.make`.
+    env_config keys: `id` (default "MiniGrid-Empty-16x16-v0"), `num_actions` (default: all of
+    the env's; 3 keeps turn left, turn right and forward, all that navigation needs); the others
+    go to `gym.make`.
 
     Raises:
         ImportError: naming the extra when `minigrid` is not installed.
@@ -23,6 +25,7 @@ class MiniGridView(gym.Wrapper):
     def __init__(self, env_config: Optional[dict] = None):
         cfg = dict(env_config or {})
         env_id = cfg.pop("id", "MiniGrid-Empty-16x16-v0")
+        num_actions = cfg.pop("num_actions", None)
         try:
             import minigrid
         except ImportError as e:
@@ -34,6 +37,11 @@ class MiniGridView(gym.Wrapper):
         super().__init__(gym.make(env_id, **cfg))
         shape = self.env.observation_space["image"].shape
         self.observation_space = gym.spaces.Box(0.0, 10.0, (int(np.prod(shape)),), np.float32)
+        if num_actions is not None:
+            if not 1 <= int(num_actions) <= self.env.action_space.n:
+                raise ValueError(f"env_config.num_actions must be in [1, {self.env.action_space.n}] for {env_id}, "
+                                 f"got {num_actions!r}")
+            self.action_space = gym.spaces.Discrete(int(num_actions))
 
     def _view(self, obs: Any) -> np.ndarray:
         return np.asarray(obs["image"], np.float32).reshape(-1)
