@@ -226,6 +226,22 @@ def test_checkpoint_keeps_the_icm_weights_and_optimizer(tmp_path):
         restored.stop()
 
 
+def test_evaluation_with_another_exploration_and_a_plain_model_import(tmp_path):
+    config = {**PPO_SMALL, "env_config": FROZEN["env_config"], "exploration_config": SMALL, "evaluation_interval": 1,
+              "evaluation_num_episodes": 2, "evaluation_config": {"exploration_config": {"type": "StochasticSampling"}}}
+    trainer = PPOTrainer(env=FROZEN["env"], config=config)
+    try:
+        assert trainer.train()["evaluation"]["episodes_this_iter"] >= 2  # the ICM's weights were not the eval's
+        plain = make_policy(PPOTrainer, trainer.get_policy().observation_space, trainer.get_policy().action_space,
+                            model=PPO_SMALL["model"])
+        icm_before = trainer.get_policy().exploration.get_weights()
+        trainer.get_policy().set_weights(plain.get_weights())  # the model alone: the ICM stays as it was
+        icm_after = trainer.get_policy().exploration.get_weights()
+        assert all(np.array_equal(icm_before[k], icm_after[k]) for k in icm_before)
+    finally:
+        trainer.stop()
+
+
 def test_sub_exploration_acts_and_the_plan_says_why_torch_acts():
     obs, act = gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2)
     policy = make_policy(PPOTrainer, obs, act, seed=0, exploration_config={

@@ -418,10 +418,14 @@ class TorchPolicy(Policy):
         return weights
 
     def set_weights(self, weights: Dict[str, np.ndarray]) -> None:
-        if hasattr(self.exploration, "set_weights"):
-            self.exploration.set_weights({k[len(EXPLORATION_WEIGHTS):]: v for k, v in weights.items()
-                                          if k.startswith(EXPLORATION_WEIGHTS)})
+        """Loads the model's weights and, where both sides have them, the exploration's:
+        an evaluation policy with another exploration ignores the ICM's, and weights of the
+        model alone (an imported model) leave the exploration's networks as they are."""
+        exploration = {k[len(EXPLORATION_WEIGHTS):]: v for k, v in weights.items() if k.startswith(EXPLORATION_WEIGHTS)}
+        if exploration:
             weights = {k: v for k, v in weights.items() if not k.startswith(EXPLORATION_WEIGHTS)}
+            if hasattr(self.exploration, "set_weights"):
+                self.exploration.set_weights(exploration)
         own = self.model.state_dict()
         unknown = sorted(set(weights) - set(own))
         missing = sorted(set(own) - set(weights))
