@@ -17,6 +17,13 @@ How it differs from the reference (same maths, other plumbing):
   its mean per step and the intrinsic return of the episodes that ended
   (`info/learner/<policy>/learner_stats/intrinsic_return_mean`), beside the extrinsic returns
   (`episode_reward_mean`, which the sampler measures before postprocessing).
+
+Where it runs: every algorithm whose policy learns on train batches in the trainer (PPO, PG,
+A2C, also the off-policy ones, whose replayed rows then carry the reward computed when they
+were sampled); A3C refuses it (its workers send gradients, no train batch reaches the ICM).
+DD-PPO's workers each learn, so each trains its own ICM, as the reference's workers would.
+The NumPy fast paths stay on: the actor acts for a StochasticSampling sub-exploration, and
+the policy's learner never sees the ICM (its update runs in torch, apart).
 """
 from __future__ import annotations
 
@@ -176,6 +183,7 @@ class Curiosity(RewardBonus):
         self._optimizer: Any = None  # Adam, built where the ICM first learns (the policy builds it)
         self._pending_optimizer_state: Optional[dict] = None
         self._open_returns: "OrderedDict[Tuple[int, int], float]" = OrderedDict()
+        self._last_return: Optional[float] = None
 
     # --- the ICM's maths ------------------------------------------------------------------
     def _tensors(self, batch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -248,8 +256,10 @@ class Curiosity(RewardBonus):
             return
         finished = self._episode_returns(intrinsic, np.asarray(batch["eps_id"]), np.asarray(batch["dones"]),
                                          np.asarray(batch["agent_index"]) if "agent_index" in batch else None)
-        if finished:
-            self._stats["intrinsic_return_mean"] = float(np.mean(finished))
+        # No episode ended in this batch: the last mean stays (results keep their keys).
+        self._last_return = float(np.mean(finished)) if finished else self._last_return
+        if self._last_return is not None:
+            self._stats["intrinsic_return_mean"] = self._last_return
 
     def _episode_returns(self, intrinsic: np.ndarray, eps_id: np.ndarray, dones: np.ndarray,
                          agent_index: Optional[np.ndarray]) -> list:
