@@ -29,6 +29,7 @@ _PENDULUM_WHY = ("reaches -250 in 6-7k steps (one update per env step, ~5-8 ms e
 CI_TIMESTEP_BUDGETS: Dict[str, Tuple[int, str]] = {
     "ddpg/pendulum-ddpg.yaml": (15000, _PENDULUM_WHY),
     "sac/pendulum-sac.yaml": (15000, _PENDULUM_WHY),
+    "sac/pendulum-sac-re3.yaml": (15000, _PENDULUM_WHY),
     "td3/pendulum-td3.yaml": (15000, _PENDULUM_WHY),
     "apex/pendulum-apex-ddpg.yaml": (15000, _PENDULUM_WHY),
     "dqn/cartpole-dqn-zoo.yaml": (30000, "seeds 0, 1, 2 reach 150 at 24.6k, 11.3k, 10.2k steps on this "

@@ -170,8 +170,19 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           dict_value()),
         K("exploration_config.type", "StochasticSampling", "Exploration class or its name "
           "(StochasticSampling, EpsilonGreedy, PerWorkerEpsilonGreedy, SoftQ, Random, GaussianNoise, "
-          "OrnsteinUhlenbeckNoise, PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise, ParameterNoise) or a 'package.module.Class' path; its other keys are that class's "
-          "arguments (see its docstring).", exploration_type),
+          "OrnsteinUhlenbeckNoise, PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise, ParameterNoise, Curiosity, RE3) or a "
+          "'package.module.Class' path; its other keys are that class's arguments (see its docstring). Curiosity (ICM, "
+          "Discrete / MultiDiscrete actions; PPO, PG, A2C and other algorithms that learn in the trainer): "
+          "feature_dim 288, feature_net_config None (the policy's model), inverse_net_hiddens [256], "
+          "inverse_net_activation 'relu', forward_net_hiddens [256], forward_net_activation 'relu', beta 0.2, "
+          "eta 1.0, lr 0.001, sub_exploration None (StochasticSampling); eta x the forward model's error is "
+          "added to the rewards before advantages, reported as "
+          "info/learner/<policy>/learner_stats/intrinsic_reward_mean and intrinsic_return_mean "
+          "(episode_reward_mean stays extrinsic). RE3 (random-encoder state entropy, off-policy algorithms: SAC, "
+          "DQN, DDPG, TD3, ...): embeds_dim 128, encoder_net_config None (the policy's model), beta 0.2, "
+          "beta_schedule 'constant' or 'linear_decay' (beta x (1 - rho)^(timestep // timesteps_per_iteration)), "
+          "rho 0.1, k_nn 50, random_timesteps 10000, sub_exploration None (StochasticSampling); the bonus is added "
+          "to each replayed train batch, reported as intrinsic_reward_mean.", exploration_type),
     ],
     "Evaluation": [
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",

@@ -52,9 +52,11 @@ class StochasticSampling:
 
 def _explorations() -> dict:
     # Imported here: those modules are siblings, and this one is imported first by the policy.
+    from rlfleet.exploration.curiosity import Curiosity
     from rlfleet.exploration.epsilon_greedy import EpsilonGreedy, PerWorkerEpsilonGreedy
     from rlfleet.exploration.noise import GaussianNoise, OrnsteinUhlenbeckNoise
     from rlfleet.exploration.parameter_noise import ParameterNoise
+    from rlfleet.exploration.re3 import RE3
     from rlfleet.exploration.per_worker import PerWorkerGaussianNoise, PerWorkerOrnsteinUhlenbeckNoise
     from rlfleet.exploration.soft_q import SoftQ
     from rlfleet.exploration.uniform_random import Random
@@ -68,6 +70,8 @@ def _explorations() -> dict:
     _EXPLORATIONS.setdefault("SoftQ", SoftQ)
     _EXPLORATIONS.setdefault("ParameterNoise", ParameterNoise)
     _EXPLORATIONS.setdefault("Random", Random)
+    _EXPLORATIONS.setdefault("Curiosity", Curiosity)
+    _EXPLORATIONS.setdefault("RE3", RE3)
     return _EXPLORATIONS
 
 
@@ -121,12 +125,15 @@ def make_exploration(config: dict, action_space: gym.Space, **context):
         **context: what the policy offers its exploration (e.g. `generator`,
             `np_random`, `model`); each is passed on only to classes whose constructor takes
             it (or `**kwargs`), as is `policy_config` (the policy's whole config). A dict
-            `sub_exploration` (ParameterNoise's) is built the same way and passed built.
+            `sub_exploration` (ParameterNoise's, Curiosity's) is built the same way and passed built.
     """
     cfg = dict(config.get("exploration_config") or {"type": "StochasticSampling"})
     cls = resolve_exploration_class(cfg.pop("type", "StochasticSampling"))
+    # An exploration with a default sub-exploration config (Curiosity's) gets it when none is given.
     sub = cfg.get("sub_exploration")
-    if isinstance(sub, dict):  # an exploration inside this one (ParameterNoise's), built first
+    if sub is None and getattr(cls, "default_sub_exploration", None) is not None:
+        sub = cfg["sub_exploration"] = dict(cls.default_sub_exploration)
+    if isinstance(sub, dict):  # an exploration inside this one (ParameterNoise's, Curiosity's), built first
         if "type" not in sub:
             raise ValueError(f"exploration_config.sub_exploration needs a 'type', got {sub!r}")
         cfg["sub_exploration"] = make_exploration(dict(config, exploration_config=sub), action_space, **context)

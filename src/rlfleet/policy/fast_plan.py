@@ -185,7 +185,8 @@ def supports_fast_path(policy) -> bool:
 def actor_reason(policy) -> Optional[str]:
     """Why `policy` cannot act through the NumPy snapshot (None: it can): it needs a plain
     FullyConnectedNetwork without pixel scaling, a Categorical or DiagGaussian distribution
-    and StochasticSampling exploration."""
+    and StochasticSampling exploration (itself, or the sub-exploration of one that only
+    reshapes rewards, `acting_exploration`)."""
     from rlfleet.exploration.stochastic_sampling import StochasticSampling
     from rlfleet.models.distributions import Categorical, DiagGaussian
     from rlfleet.models.fcnet import FullyConnectedNetwork
@@ -197,8 +198,10 @@ def actor_reason(policy) -> Optional[str]:
         return "the model scales pixel inputs"
     if policy.dist_class not in (Categorical, DiagGaussian):
         return f"the action distribution is {getattr(policy.dist_class, '__name__', policy.dist_class)}"
-    if type(policy.exploration) is not StochasticSampling:
-        return f"the exploration is {type(policy.exploration).__name__}, not StochasticSampling"
+    # An exploration that only reshapes rewards (Curiosity) acts as its sub-exploration.
+    acting = getattr(policy.exploration, "acting_exploration", policy.exploration)
+    if type(acting) is not StochasticSampling:
+        return f"the exploration is {type(acting).__name__}, not StochasticSampling"
     return None
 
 

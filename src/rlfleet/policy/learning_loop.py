@@ -174,11 +174,21 @@ def finite_td_error(td_error: np.ndarray) -> np.ndarray:
     return td_error if np.isfinite(td_error).all() else np.nan_to_num(td_error, nan=0.0, posinf=0.0, neginf=0.0)
 
 
+def exploration_learns(policy, samples) -> None:
+    """An exploration that learns from the train batch (Curiosity's ICM) does so before the
+    policy's update; None of the others has the hook."""
+    learn = getattr(getattr(policy, "exploration", None), "on_learn_on_batch", None)
+    if learn is not None:
+        learn(policy, samples)
+
+
 def start_result(policy, samples) -> Dict[str, Any]:
-    """A learning call's result, after the `on_learn_on_batch` callback saw the batch."""
+    """A learning call's result, after the `on_learn_on_batch` callback and an exploration
+    that learns (`exploration_learns`) saw the batch."""
     result: Dict[str, Any] = {}
     if policy._learn_hook:
         policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
+    exploration_learns(policy, samples)
     return result
 
 
@@ -193,6 +203,6 @@ def finish_result(policy, result: Dict[str, Any], stats: Dict[str, Any]) -> Dict
     return result
 
 
-__all__ = ["DEFAULT_OPTIMIZER", "Gradients", "TorchGradients", "backward_each", "clip_guard_and_step",
+__all__ = ["DEFAULT_OPTIMIZER", "Gradients", "TorchGradients", "backward_each", "clip_guard_and_step", "exploration_learns",
            "finish_result", "finite_td_error", "gnorm_stat", "losses_by_optimizer", "sgd_passes", "start_result",
            "torch_step"]

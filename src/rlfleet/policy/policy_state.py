@@ -9,6 +9,7 @@ from typing import Any, Dict
 import numpy as np
 import torch
 
+from rlfleet.utils.optimizer_state import load_optimizer_state, optimizer_state
 from rlfleet.utils.seeding import derive_seed
 
 
@@ -53,26 +54,6 @@ def set_rng_state(policy, rng: Dict[str, Any]) -> None:
     policy.generator.manual_seed(seed)
     # Set the state in place: exploration holds the same Generator object.
     policy.np_random.bit_generator.state = np.random.default_rng(seed).bit_generator.state
-
-
-def optimizer_state(optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
-    """`optimizer.state_dict()` with tensors as NumPy arrays and param indices as str keys."""
-    sd = optimizer.state_dict()
-    return {
-        "state": {str(i): {k: v.detach().cpu().numpy().copy() if torch.is_tensor(v) else v for k, v in s.items()}
-                  for i, s in sd["state"].items()},
-        "param_groups": [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()}
-                         for g in sd["param_groups"]],
-    }
-
-
-def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: Dict[str, Any]) -> None:
-    """Inverse of `optimizer_state` (lists of hyperparameters such as `betas` become tuples again)."""
-    state = {int(i): {k: torch.tensor(np.asarray(v)) if isinstance(v, np.ndarray) else v for k, v in s.items()}
-             for i, s in saved["state"].items()}
-    groups = [{k: tuple(v) if isinstance(v, list) and k != "params" else v for k, v in g.items()}
-              for g in saved["param_groups"]]
-    optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
 __all__ = ["load_optimizer_state", "optimizer_state", "rng_state", "saved_optimizer_states", "set_rng_state"]

@@ -41,6 +41,9 @@ from rlfleet.utils.schedules import make_schedule
 from rlfleet.utils.seeding import derive_seed
 
 
+# The prefix of an exploration's own weights among the policy's (`get_weights`).
+EXPLORATION_WEIGHTS = "exploration."
+
 # The name algorithm policies (IMPALA, APPO) import it by.
 _obs_array = obs_array
 
@@ -406,9 +409,23 @@ class TorchPolicy(Policy):
 
     # --- state -------------------------------------------------------------------
     def get_weights(self) -> Dict[str, np.ndarray]:
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+        """The model's state_dict, plus the weights of an exploration that has its own
+        networks (Curiosity's ICM), prefixed `exploration.`: every worker postprocesses with them."""
+        weights = {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+        exploration_weights = getattr(self.exploration, "get_weights", None)
+        if exploration_weights is not None:
+            weights.update({EXPLORATION_WEIGHTS + k: v for k, v in exploration_weights().items()})
+        return weights
 
     def set_weights(self, weights: Dict[str, np.ndarray]) -> None:
+        """Loads the model's weights and, where both sides have them, the exploration's:
+        an evaluation policy with another exploration ignores the ICM's, and weights of the
+        model alone (an imported model) leave the exploration's networks as they are."""
+        exploration = {k[len(EXPLORATION_WEIGHTS):]: v for k, v in weights.items() if k.startswith(EXPLORATION_WEIGHTS)}
+        if exploration:
+            weights = {k: v for k, v in weights.items() if not k.startswith(EXPLORATION_WEIGHTS)}
+            if hasattr(self.exploration, "set_weights"):
+                self.exploration.set_weights(exploration)
         own = self.model.state_dict()
         unknown = sorted(set(weights) - set(own))
         missing = sorted(set(own) - set(weights))

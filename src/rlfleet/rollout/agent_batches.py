@@ -17,6 +17,7 @@ import numpy as np
 
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
+from rlfleet.rollout.postprocessing import postprocess_for_learning
 
 SB = SampleBatch
 
@@ -34,7 +35,7 @@ def postprocessed_batches(episodes: List[MultiAgentEpisode], worker, policy_of: 
         for aid, (policy, batch) in pre.items():
             pid = ep.policy_for(aid)
             others = {o: pb for o, pb in pre.items() if o != aid}
-            post = policy.postprocess_trajectory(batch, others, ep)
+            post = postprocess_for_learning(policy, batch, others, ep)
             if callbacks is not None:
                 callbacks.on_postprocess_trajectory(
                     worker=worker, episode=ep, agent_id=aid, policy_id=pid,

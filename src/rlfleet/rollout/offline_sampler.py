@@ -17,6 +17,7 @@ from rlfleet.offline.off_policy_estimate import OffPolicyEstimate
 from rlfleet.offline.readers import ShuffledInput, make_input_reader
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.postprocessing import postprocess_for_learning
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.utils.seeding import derive_seed
 
@@ -99,7 +100,7 @@ class OfflineSampler:
             if self._estimator_names and part.count:
                 self._estimate(pid, policy, part)
             if self._postprocess and part.count:
-                parts[pid] = policy.postprocess_trajectory(part)
+                parts[pid] = postprocess_for_learning(policy, part)
         if isinstance(batch, MultiAgentBatch):
             batch = MultiAgentBatch(parts, batch.count)
         else:

@@ -126,6 +126,17 @@ def standardized(x: np.ndarray, eps: float = 1e-4) -> np.ndarray:
     return ((x - x.mean()) / max(float(x.std()), eps)).astype(np.float32)
 
 
+def postprocess_for_learning(policy, batch: SampleBatch, other_agent_batches: Optional[dict] = None,
+                             episode=None) -> SampleBatch:
+    """What every sampler runs on collected trajectories: the exploration's postprocessing
+    first, where it has one (Curiosity adds its intrinsic reward, which advantages and
+    n-step returns must then include), then the policy's `postprocess_trajectory`."""
+    exploration_step = getattr(getattr(policy, "exploration", None), "postprocess_trajectory", None)
+    if exploration_step is not None:
+        batch = exploration_step(policy, batch)
+    return policy.postprocess_trajectory(batch, other_agent_batches, episode)
+
+
 def postprocess_with_critic(policy, batch: SampleBatch, gamma: float, lambda_: float, use_gae: bool,
                             use_critic: bool, other: Optional[dict] = None) -> SampleBatch:
     """GAE / returns for a critic-based policy, bootstrapping truncated trajectories."""

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from rlfleet.policy.learning_loop import TorchGradients, clip_guard_and_step, gnorm_stat
+from rlfleet.policy.learning_loop import TorchGradients, clip_guard_and_step, exploration_learns, gnorm_stat
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, TorchPolicy, model_forward
 from rlfleet.policy.rnn_sequencing import SEQ_MASK
@@ -114,6 +114,7 @@ class A2CTorchPolicy(TorchPolicy):
         """One update from the gradients of `samples` summed over microbatches of
         `microbatch_size` rows (the loss is a sum, so this equals one pass over the whole
         batch with a fraction of the memory)."""
+        exploration_learns(self, samples)  # Curiosity's ICM learns from the whole batch first
         optimizer = self.optimizers[DEFAULT_OPTIMIZER]
         optimizer.zero_grad(set_to_none=True)
         totals: Dict[str, float] = {}

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Tuple
 from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS
 from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
 from rlfleet.config import ConfigKey, algorithm_config, int_at_least, override
+from rlfleet.exploration.stochastic_sampling import resolve_exploration_class
 from rlfleet.rollout.postprocessing import check_gae_needs_critic
 from rlfleet.trainer import Trainer
 
@@ -53,6 +54,11 @@ class A3CTrainer(Trainer):
 
     def validate_algorithm_config(self, config: dict) -> None:
         check_gae_needs_critic(config)
+        kind = (config.get("exploration_config") or {}).get("type")
+        if kind is not None and hasattr(resolve_exploration_class(kind), "on_learn_on_batch"):
+            # Its networks learn where the policy learns on batches; A3C's workers send gradients instead.
+            raise ValueError(f"exploration_config.type {kind!r} learns from the train batches, which A3C never "
+                             "builds (its workers compute gradients); use A2C or PPO")
 
     def training_step(self) -> Dict[str, Any]:
         learner_info: Dict[str, Any] = {}
