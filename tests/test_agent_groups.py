@@ -9,10 +9,9 @@ import pytest
 
 from rlfleet import register_env
 from rlfleet.algorithms.ppo import PPOTrainer
-from rlfleet.env.agent_groups import GROUP_INFO, GROUP_REWARDS
 from rlfleet.env.examples import TwoStepGame
 from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
-from rlfleet.env.multi_agent_env import ALL, MultiAgentEnv
+from rlfleet.env.multi_agent_env import ALL, GROUP_INFO, GROUP_REWARDS, MultiAgentEnv
 
 register_env("grouped_two_step", lambda cfg: TwoStepGame().with_agent_groups({"team": [0, 1]}))
 FAST_PPO = {"train_batch_size": 200, "sgd_minibatch_size": 50, "num_sgd_iter": 10, "rollout_fragment_length": 100,
