@@ -16,6 +16,7 @@ import gymnasium as gym
 
 from rlfleet.env.as_multi_agent import as_multi_agent
 from rlfleet.env.env_context import EnvContext
+from rlfleet.env.external_env import ExternalEnv
 from rlfleet.env.envpool_env import check_worker_config as check_envpool_config
 from rlfleet.env.envpool_env import envpool_threads, find_envpool_creator
 from rlfleet.env.episode_rules import EpisodeRules
@@ -166,6 +167,11 @@ class RolloutWorker:
             self._is_atari = env.is_atari
             return env
         envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
+        if isinstance(envs[0], ExternalEnv):  # it drives itself: served by ExternalEnvSampler
+            if num_envs != 1:
+                raise ValueError(f"'num_envs_per_worker': {num_envs} with an ExternalEnv ({type(envs[0]).__name__}); "
+                                 "an external env runs its own episodes (up to max_concurrent at once): use 1")
+            return envs[0]
         self._is_atari = isinstance(envs[0], gym.Env) and is_atari(envs[0])
         if wants_multi_agent(envs[0], config):
             return MultiAgentVectorEnv([as_multi_agent(e) for e in envs], seeds=seeds)
@@ -216,8 +222,8 @@ class RolloutWorker:
     def _use_general_sampler(self, why: str) -> None:
         """Moves a fast-path worker onto the general (multi-agent) sampler: its env becomes
         one agent, "agent0"; episodes in flight are dropped, their metrics kept."""
-        if self.env is None or isinstance(self.env, MultiAgentVectorEnv):
-            return
+        if self.env is None or isinstance(self.env, (MultiAgentVectorEnv, ExternalEnv)):
+            return  # already on a sampler with per-agent policies
         if self._async is not None:
             raise ValueError(f"{why} is not available with 'sample_async': True yet")
         if not isinstance(self.env, VectorEnv):
