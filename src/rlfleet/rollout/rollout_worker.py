@@ -131,6 +131,11 @@ class RolloutWorker:
         if acting is not None:
             self._async = AsyncSampling(self.sampler.sample, self._sync_acting_policy, self._lock)
 
+    @property
+    def default_policy_class(self) -> type:
+        """The trainer's policy class (policies whose spec names none are built from it)."""
+        return self._default_policy_class
+
     # --- building ----------------------------------------------------------------
     def _env_seeds(self, num_envs: int) -> List[Optional[int]]:
         seed = self.config.get("seed")
