@@ -2,8 +2,9 @@
 served by ExternalEnvSampler (rollout/external_sampler.py).
 
 The PPO learning regression is tuned_examples/ppo/cartpole-ppo-external.yaml (tests/test_learning.py
-runs it); here: DQN learning with half of its episodes logged by a random controller, remote workers,
-two agents, and the checks every call makes.
+runs it); here: DQN learning with half of its episodes logged by a random controller, two agents,
+and the checks every call makes. Remote workers with external envs: tests/test_policy_client.py
+(each remote worker's policy server runs one).
 """
 from __future__ import annotations
 
@@ -48,17 +49,6 @@ def test_dqn_learns_with_half_of_the_episodes_logged_off_policy():
     finally:
         trainer.stop()
     assert result["episode_reward_mean"] >= 70, history
-
-
-def test_remote_workers_each_run_their_own_external_env(ray_session):
-    trainer = ppo(ExternalCartPole, num_workers=2, rollout_fragment_length=32)
-    try:
-        result = trainer.train()
-        assert result["timesteps_this_iter"] >= 128
-        assert result["episodes_this_iter"] > 0 and result["num_healthy_workers"] == 2
-        assert trainer.workers.local_worker().env is None  # the driver needs no simulator
-    finally:
-        trainer.stop()
 
 
 def test_two_agents_map_to_their_own_policies():
