@@ -35,8 +35,6 @@ import uuid
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional
 
-import numpy as np
-
 from rlfleet.env.external_env import ExternalEnv
 from rlfleet.env.external_multi_agent_env import ExternalMultiAgentEnv
 from rlfleet.offline.io_context import IOContext
@@ -46,7 +44,8 @@ from rlfleet.rollout.policy_mapping import multi_agent_configured
 from rlfleet.rollout.rollout_worker import RolloutWorker
 from rlfleet.serving.http_server import DEFAULT_MAX_BODY_BYTES, PolicyHTTPServer
 from rlfleet.serving.security import ServerSecurity, token_from_env
-from rlfleet.serving.wire import (OCTETS, WireError, decode_batch, decode_metrics, encode_weights, field, plain)
+from rlfleet.serving.wire import (OCTETS, WireError, as_arrays, decode_batch, decode_metrics, encode_weights, field,
+                                  plain)
 from rlfleet.utils.json_codec import encode, qualified_name
 
 logger = logging.getLogger(__name__)
@@ -247,12 +246,12 @@ class PolicyServerInput:
 
     def _get_action(self, body: Dict[str, Any]) -> Dict[str, Any]:
         eid = field(body, "episode_id", (str,))
-        return {"action": plain(self._env().get_action(eid, _arrays(field(body, "observation", (object,)))))}
+        return {"action": plain(self._env().get_action(eid, as_arrays(field(body, "observation", (object,)))))}
 
     def _log_action(self, body: Dict[str, Any]) -> Dict[str, Any]:
         eid = field(body, "episode_id", (str,))
-        self._env().log_action(eid, _arrays(field(body, "observation", (object,))),
-                               _arrays(field(body, "action", (object,))))
+        self._env().log_action(eid, as_arrays(field(body, "observation", (object,))),
+                               as_arrays(field(body, "action", (object,))))
         return {}
 
     def _log_returns(self, body: Dict[str, Any]) -> Dict[str, Any]:
@@ -264,7 +263,7 @@ class PolicyServerInput:
     def _end_episode(self, body: Dict[str, Any]) -> Dict[str, Any]:
         eid = field(body, "episode_id", (str,))
         truncated = field(body, "truncated", (bool,), False)
-        self._env().end_episode(eid, _arrays(field(body, "observation", (object,))), truncated)
+        self._env().end_episode(eid, as_arrays(field(body, "observation", (object,))), truncated)
         return {}
 
     def _report_samples(self, body: Dict[str, Any]) -> Dict[str, Any]:
@@ -284,21 +283,6 @@ class PolicyServerInput:
             raise WireError(f"report {item.report_id!r} is queued but training has not taken it yet; retry with "
                             "the same report_id", 503)
         return {"taken": True}
-
-
-def _arrays(value: Any) -> Any:
-    """A decoded value with its numeric lists as arrays (what the spaces' checks expect)."""
-    if isinstance(value, dict):
-        return {k: _arrays(v) for k, v in value.items()}
-    if isinstance(value, list):
-        try:
-            arr = np.asarray(value)
-        except ValueError:  # ragged: a Tuple space's parts
-            return tuple(_arrays(v) for v in value)
-        if arr.dtype.kind in "biuf":
-            return arr
-        return tuple(_arrays(v) for v in value)
-    return value
 
 
 __all__ = ["PolicyServerInput", "policy_server_input"]

@@ -133,6 +133,21 @@ def plain(value: Any) -> Any:
     return value
 
 
+def as_arrays(value: Any) -> Any:
+    """A decoded value with its numeric lists as arrays (what the spaces' checks expect)."""
+    if isinstance(value, dict):
+        return {k: as_arrays(v) for k, v in value.items()}
+    if isinstance(value, list):
+        try:
+            arr = np.asarray(value)
+        except ValueError:  # ragged: a Tuple space's parts
+            return tuple(as_arrays(v) for v in value)
+        if arr.dtype.kind in "biuf":
+            return arr
+        return tuple(as_arrays(v) for v in value)
+    return value
+
+
 # --- fields -----------------------------------------------------------------------------------
 def field(body: Mapping[str, Any], name: str, kinds: Tuple[type, ...], default: Any = ...) -> Any:
     """`body[name]`, checked to be one of `kinds` (a WireError naming the field otherwise)."""
