@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -87,6 +88,14 @@ class PolicyHTTPServer(ThreadingHTTPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request is routine (a killed simulator): one debug line."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            logger.debug("%s: %s from %s", self.name, error, client_address)
+        else:
+            super().handle_error(request, client_address)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):

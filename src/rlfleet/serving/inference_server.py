@@ -11,7 +11,8 @@ unpickled). Observations go through the policy's preprocessor and filter (the fi
 statistics frozen), actions come back as the env takes them (unsquashed / clipped as in
 training). Concurrent requests for the same policy and explore setting are batched: one
 thread takes every request that arrives within `batch_wait_ms` of the first (up to
-`max_batch` rows) and answers them with one forward pass. The bind / token / TLS rules are
+`max_batch` rows; it waits only while other requests are on their way, so a lone client
+pays no wait) and answers them with one forward pass. The bind / token / TLS rules are
 those of every rlfleet server (serving/security.py); bad requests are 4xx naming the problem.
 """
 from __future__ import annotations
@@ -75,6 +76,9 @@ class InferenceServer:
         self.batches_run = 0  # forward passes so far (what batching saves shows here)
         self.checkpoint_path: Optional[str] = None  # where the trainer was restored from (serve_checkpoint)
         self._queue: "queue.Queue[_Request]" = queue.Queue()
+        # Requests inside compute_actions: a batch waits for more only while others are on their way.
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
         routes = {("GET", "/v1/health"): self._health, ("POST", "/v1/compute_actions"): self._compute_actions}
         self.server = PolicyHTTPServer(port=port, routes=routes, security=security, max_body_bytes=max_body_bytes,
                                        name="rlfleet-serve")
@@ -116,8 +120,14 @@ class InferenceServer:
         prev_actions = _optional_rows(body, "prev_actions", len(obs))
         prev_rewards = _optional_rows(body, "prev_rewards", len(obs))
         request = _Request(pid, explore, obs, state, prev_actions, prev_rewards)
-        self._queue.put(request)
-        request.done.wait()
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            self._queue.put(request)
+            request.done.wait()
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
         if request.error is not None:
             raise request.error
         return request.result
@@ -163,7 +173,7 @@ class InferenceServer:
             batch = [first]
             rows = len(first.obs)
             deadline = time.monotonic() + self.batch_wait_s
-            while rows < self.max_batch:
+            while rows < self.max_batch and len(batch) < self._waiting:
                 timeout = deadline - time.monotonic()
                 try:
                     nxt = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
