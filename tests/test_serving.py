@@ -221,3 +221,27 @@ def test_batch_encoding_round_trips():
     for k, v in part.items():
         np.testing.assert_array_equal(back[k], v)
         assert back[k].dtype == v.dtype
+
+
+def test_a_multi_agent_server_takes_dicts_per_agent():
+    port = free_port()
+    trainer = cartpole_server(port=port, rollout_fragment_length=4, multiagent={
+        "policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker=None, **kw: f"p{aid}"})
+    server = local_server(trainer)
+    try:
+        client = PolicyClient(server.url)
+        assert client.health()["multi_agent"] is True
+        eid = client.start_episode()
+        for _ in range(4):
+            actions = client.get_action(eid, {0: OBS, 1: OBS})
+            assert set(actions) == {0, 1} and set(actions.values()) <= {0, 1}
+            client.log_returns(eid, {0: 1.0, 1: 0.5})
+        with pytest.raises(ServerRefused, match="must be a dict"):
+            client.get_action(eid, OBS)
+        client.end_episode(eid, {0: OBS, 1: OBS})
+        batch = server.next()
+        assert set(batch.policy_batches) == {"p0", "p1"}
+        np.testing.assert_allclose(batch.policy_batches["p1"]["rewards"], 0.5)
+    finally:
+        server.close()
+        trainer.stop()
