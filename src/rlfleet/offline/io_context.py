@@ -24,6 +24,14 @@ class ReportsEpisodes(Protocol):
         """The metrics (`RolloutMetrics`) of the episodes behind the batches read since the last call."""
 
 
+@runtime_checkable
+class ClosableReader(Protocol):
+    """An input reader holding something to release when its worker stops (a server socket)."""
+
+    def close(self) -> None:
+        """Releases it."""
+
+
 class IOContext:
     """The context of one worker's offline input or output.
 

@@ -34,6 +34,7 @@ from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.name_registries import NameRegistries
+from rlfleet.rollout.offline_sampler import OfflineSampler
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces, wants_multi_agent
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.rollout.sampler_choice import make_sampler
@@ -475,6 +476,8 @@ class RolloutWorker:
             self.output_writer.close()
         if self._async is not None:
             self._async.stop()
+        if isinstance(self.sampler, OfflineSampler):
+            self.sampler.close()  # e.g. a policy server's socket (rlfleet.serving)
         if self.env is not None:
             self.env.close()
         self.policy_map.close()

@@ -129,6 +129,7 @@ class PolicyServerInput:
         self._weights: Optional[bytes] = None
         self._new_weights: Optional[tuple] = None  # for the embedded worker, applied between its batches
         self._publish_weights()
+        self._closed = False
         routes = {
             ("GET", "/v1/health"): self._health,
             ("GET", "/v1/weights"): lambda body: (self._weights, OCTETS),
@@ -175,7 +176,10 @@ class PolicyServerInput:
         return out
 
     def close(self) -> None:
-        self.server.stop()
+        """Stops serving (the worker calls it when it stops); answers already sent stand."""
+        if not self._closed:
+            self._closed = True
+            self.server.stop()
 
     def _publish_weights(self) -> None:
         """Snapshots the worker's weights (in the thread that trains: never half-updated) for
