@@ -124,6 +124,9 @@ class PolicyServerInput:
         self._acked: "OrderedDict[str, None]" = OrderedDict()
         self._lock = threading.Lock()
         self._metrics: List[RolloutMetrics] = []
+        # Batches next() handed out, by where they were played: "remote" episodes acted on
+        # here, "local" ones reported by clients acting themselves.
+        self.batches_taken = {"remote": 0, "local": 0}
         self._child: Optional[RolloutWorker] = None
         self._child_env: Optional[ExternalEnv] = None
         self._weights: Optional[bytes] = None
@@ -161,6 +164,7 @@ class PolicyServerInput:
         if isinstance(item, BaseException):
             raise item
         self._metrics.extend(item.metrics)
+        self.batches_taken["local" if item.report_id is not None else "remote"] += 1
         with self._lock:
             if item.report_id is not None:
                 self._pending.pop(item.report_id, None)
