@@ -215,6 +215,7 @@ def test_a_run_that_raises_or_returns_is_reported():
     ({"num_envs_per_worker": 2}, "'num_envs_per_worker': 2 with an ExternalEnv"),
     ({"horizon": 10}, "'horizon': 10 cannot end the episodes of an ExternalEnv"),
     ({"sample_async": True}, "'sample_async': True is not available with an ExternalEnv"),
+    ({"model": {"use_lstm": True}}, "recurrent; the ExternalEnv sampler does not run recurrent policies yet"),
 ])
 def test_settings_an_external_env_cannot_honour_are_refused(config, match):
     with pytest.raises(ValueError, match=match):

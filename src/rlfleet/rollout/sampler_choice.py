@@ -53,6 +53,10 @@ def _env_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> 
         if acting_policy is not None:
             raise ValueError("'sample_async': True is not available with an ExternalEnv (its own thread already "
                              "runs beside training); use False")
+        recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
+        if recurrent:
+            raise ValueError(f"Policy {recurrent[0]!r} is recurrent; the ExternalEnv sampler does not run recurrent "
+                             "policies yet (use no use_lstm / use_attention with an ExternalEnv or a policy server)")
         return ExternalEnvSampler(worker=worker, env=env, callbacks=worker.callbacks, settings=settings)
     if isinstance(env, MultiAgentVectorEnv):
         recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
