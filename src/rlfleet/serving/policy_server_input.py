@@ -19,8 +19,10 @@ Both kinds of batches reach the trainer through `next()`; the episodes' metrics 
 `pop_metrics()`. A reported batch is acknowledged (200) once `next()` has handed it to training
 (a client that retries with the same `report_id` never adds it twice); until then the client
 keeps it and retries, so a server killed meanwhile loses none it acknowledged. Episodes played
-in "remote" mode live in the server: a restarted server has lost the steps of those in flight
-(the client starts them again, see policy_client.py).
+in "remote" mode live in the server until training takes the batch that holds them: a killed
+server loses the steps of those in flight and of those ended since its last batch was taken
+(acknowledging `end_episode` only then would stall every simulator through each learning
+step); the client starts the running ones again on the restarted server (policy_client.py).
 
 Every request is checked before anything changes (serving/http_server.py for the transport,
 env/external_env.py for episode state and spaces, wire.py for batches and metrics); a bad one
@@ -117,8 +119,10 @@ class PolicyServerInput:
         self.worker = worker
         self.max_concurrent = max_concurrent
         self.multi_agent = multi_agent_configured(worker.config)
-        self.max_rows = max(1, int(worker.config.get("train_batch_size", 4000)) * 4,
-                            int(worker.config.get("rollout_fragment_length", 200)) * 4)
+        # The most rows a reported batch may hold: generous (clients may use other fragment
+        # lengths), yet bounded, like max_body_bytes.
+        self.max_rows = max(int(worker.config.get("train_batch_size", 4000)),
+                            int(worker.config.get("rollout_fragment_length", 200))) * 4
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._pending: Dict[str, _Report] = {}
         self._acked: "OrderedDict[str, None]" = OrderedDict()
