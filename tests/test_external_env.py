@@ -91,14 +91,15 @@ class Scripted(ExternalEnv):
             time.sleep(1)
 
 
-def worker_of(env, **config):
-    trainer = ppo(lambda ctx: env, batch_mode="complete_episodes", **config)
+def worker_of(plan, **config):
+    """A trainer on a `Scripted(plan)` env, and its worker (whose `env` is that env)."""
+    trainer = ppo(lambda ctx: Scripted(plan), batch_mode="complete_episodes", **config)
     return trainer, trainer.workers.local_worker()
 
 
 def test_rows_rewards_ends_and_logged_actions():
-    env = Scripted(["acted", "logged", "truncated"])
-    trainer, worker = worker_of(env, rollout_fragment_length=9)
+    trainer, worker = worker_of(["acted", "logged", "truncated"], rollout_fragment_length=9)
+    env = worker.env
     try:
         batch = worker.sample().policy_batches["default_policy"]
         assert len(batch) == 9 and len(env.answers) == 6
@@ -119,8 +120,7 @@ def test_rows_rewards_ends_and_logged_actions():
 
 
 def test_training_disabled_episodes_leave_metrics_not_samples():
-    env = Scripted(["disabled", "acted", "disabled", "acted"])
-    trainer, worker = worker_of(env, rollout_fragment_length=6)
+    trainer, worker = worker_of(["disabled", "acted", "disabled", "acted"], rollout_fragment_length=6)
     try:
         batch = worker.sample().policy_batches["default_policy"]
         assert len(batch) == 6 and len(np.unique(batch["eps_id"])) == 2
@@ -130,8 +130,7 @@ def test_training_disabled_episodes_leave_metrics_not_samples():
 
 
 def test_truncate_episodes_cut_live_episodes_and_bootstrap():
-    env = ExternalCartPole()
-    trainer = ppo(lambda ctx: env, rollout_fragment_length=16)
+    trainer = ppo(ExternalCartPole, rollout_fragment_length=16)
     try:
         batch = trainer.workers.local_worker().sample().policy_batches["default_policy"]
         assert 0 < len(batch) <= 16 and batch.count <= 16
