@@ -116,6 +116,8 @@ def test_transport_errors(served):
                                {"Content-Type": MSGPACK})
     assert status == 400 and b"not accepted" in body
     assert HTTPClient(server.url).call("/v1/health")["status"] == "ok"
+    status, body = raw_request(port, "/v1/health", method="GET", headers={"Accept": "application/json"})
+    assert status == 200 and decode_body(body, "application/json")["status"] == "ok"  # curl-friendly
 
 
 _values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats() | st.text(max_size=8)

@@ -1,8 +1,8 @@
 """A small threaded HTTP server for the policy servers (standard library only).
 
 Routes are `(method, path) -> handler(body) -> answer`, where `body` is the decoded request
-map (wire.py; `{}` for a GET) and the answer a map (sent back in the request's format, msgpack
-by default) or `(bytes, content type)`. Before a handler runs, every request is checked, in
+map (wire.py; `{}` for a GET) and the answer a map (sent back in the request's format, or for
+a GET the one its `Accept` header names; msgpack by default) or `(bytes, content type)`. Before a handler runs, every request is checked, in
 this order, and refused with a 4xx whose JSON/msgpack body `{"error": ...}` names the problem:
 
 | check                                   | status |
@@ -116,7 +116,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         server = self.server
-        fmt = JSON if (self.headers.get("Content-Type") or "").startswith(JSON) else MSGPACK
+        # Answers in the request's format (a GET: JSON when its Accept header asks, e.g. curl's -H).
+        asked = self.headers.get("Content-Type") or self.headers.get("Accept") or ""
+        fmt = JSON if asked.startswith(JSON) else MSGPACK
         try:
             path = self.path.split("?", 1)[0]
             handler = server.routes.get((method, path))
