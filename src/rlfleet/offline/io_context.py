@@ -1,8 +1,8 @@
 """IOContext: what an input reader or output writer creator is given; `SamplerInput`, the
-worker's own env sampler as a reader."""
+worker's own env sampler as a reader; `ReportsEpisodes`, a reader that also reports episodes."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional, Protocol, runtime_checkable
 
 
 class SamplerInput:
@@ -13,6 +13,23 @@ class SamplerInput:
 
     def next(self) -> Any:
         return self.sampler.sample()
+
+
+@runtime_checkable
+class ReportsEpisodes(Protocol):
+    """An input reader whose batches come with the metrics of their episodes (e.g. a policy
+    server's: its clients played them); the worker reports them as its own."""
+
+    def pop_metrics(self) -> List[Any]:
+        """The metrics (`RolloutMetrics`) of the episodes behind the batches read since the last call."""
+
+
+@runtime_checkable
+class ClosableReader(Protocol):
+    """An input reader holding something to release when its worker stops (a server socket)."""
+
+    def close(self) -> None:
+        """Releases it."""
 
 
 class IOContext:

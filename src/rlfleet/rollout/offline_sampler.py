@@ -12,7 +12,7 @@ import logging
 from typing import Any, Callable, Dict, List, Optional
 
 from rlfleet.offline.estimators import make_estimators
-from rlfleet.offline.io_context import IOContext
+from rlfleet.offline.io_context import ClosableReader, IOContext, ReportsEpisodes
 from rlfleet.offline.off_policy_estimate import OffPolicyEstimate
 from rlfleet.offline.readers import ShuffledInput, make_input_reader
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -129,6 +129,8 @@ class OfflineSampler:
 
     def pop_metrics(self) -> list:
         out: list = self._env_sampler.pop_metrics() if self._env_sampler is not None else []
+        if isinstance(self._reader, ReportsEpisodes):  # e.g. a policy server: its clients' episodes
+            out.extend(self._reader.pop_metrics())
         out.extend(self._estimates)
         self._estimates = []
         return out
@@ -148,6 +150,11 @@ class OfflineSampler:
     def restart(self) -> None:
         if self._env_sampler is not None:
             self._env_sampler.restart()
+
+    def close(self) -> None:
+        """Releases the reader when it holds something (e.g. a policy server's socket)."""
+        if isinstance(self._reader, ClosableReader):
+            self._reader.close()
 
     def get_state(self) -> Dict[str, Any]:
         return self._env_sampler.get_state() if self._env_sampler is not None else {}

@@ -16,6 +16,7 @@ import gymnasium as gym
 
 from rlfleet.env.as_multi_agent import as_multi_agent
 from rlfleet.env.env_context import EnvContext
+from rlfleet.env.external_env import ExternalEnv
 from rlfleet.env.envpool_env import check_worker_config as check_envpool_config
 from rlfleet.env.envpool_env import envpool_threads, find_envpool_creator
 from rlfleet.env.episode_rules import EpisodeRules
@@ -33,6 +34,7 @@ from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.name_registries import NameRegistries
+from rlfleet.rollout.offline_sampler import OfflineSampler
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces, wants_multi_agent
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.rollout.sampler_choice import make_sampler
@@ -130,6 +132,11 @@ class RolloutWorker:
         if acting is not None:
             self._async = AsyncSampling(self.sampler.sample, self._sync_acting_policy, self._lock)
 
+    @property
+    def default_policy_class(self) -> type:
+        """The trainer's policy class (policies whose spec names none are built from it)."""
+        return self._default_policy_class
+
     # --- building ----------------------------------------------------------------
     def _env_seeds(self, num_envs: int) -> List[Optional[int]]:
         seed = self.config.get("seed")
@@ -166,6 +173,11 @@ class RolloutWorker:
             self._is_atari = env.is_atari
             return env
         envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
+        if isinstance(envs[0], ExternalEnv):  # it drives itself: served by ExternalEnvSampler
+            if num_envs != 1:
+                raise ValueError(f"'num_envs_per_worker': {num_envs} with an ExternalEnv ({type(envs[0]).__name__}); "
+                                 "an external env runs its own episodes (up to max_concurrent at once): use 1")
+            return envs[0]
         self._is_atari = isinstance(envs[0], gym.Env) and is_atari(envs[0])
         if wants_multi_agent(envs[0], config):
             return MultiAgentVectorEnv([as_multi_agent(e) for e in envs], seeds=seeds)
@@ -216,8 +228,8 @@ class RolloutWorker:
     def _use_general_sampler(self, why: str) -> None:
         """Moves a fast-path worker onto the general (multi-agent) sampler: its env becomes
         one agent, "agent0"; episodes in flight are dropped, their metrics kept."""
-        if self.env is None or isinstance(self.env, MultiAgentVectorEnv):
-            return
+        if self.env is None or isinstance(self.env, (MultiAgentVectorEnv, ExternalEnv)):
+            return  # already on a sampler with per-agent policies
         if self._async is not None:
             raise ValueError(f"{why} is not available with 'sample_async': True yet")
         if not isinstance(self.env, VectorEnv):
@@ -464,6 +476,8 @@ class RolloutWorker:
             self.output_writer.close()
         if self._async is not None:
             self._async.stop()
+        if isinstance(self.sampler, OfflineSampler):
+            self.sampler.close()  # e.g. a policy server's socket (rlfleet.serving)
         if self.env is not None:
             self.env.close()
         self.policy_map.close()

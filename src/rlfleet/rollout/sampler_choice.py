@@ -1,5 +1,6 @@
 """Which sampler a RolloutWorker samples with (`make_sampler`): a custom `sample_collector`,
-the offline reader for `input`, else the env sampler: the vectorised fast path
+the offline reader for `input`, else the env sampler: `ExternalEnvSampler` for an ExternalEnv,
+the vectorised fast path
 (`SingleAgentSampler`) for one policy on a single-agent env, the general multi-agent path
 (`MultiAgentSampler`) otherwise; `fake_sampler` re-serves the first batch.
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rlfleet.env.external_env import ExternalEnv
 from rlfleet.env.multi_agent_env import MultiAgentVectorEnv
+from rlfleet.rollout.external_sampler import ExternalEnvSampler
 from rlfleet.rollout.fake_sampler import FakeSampler, custom_sampler
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.offline_sampler import OfflineSampler, wants_offline_input
@@ -46,6 +49,15 @@ def _env_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> 
     env = worker.env
     if env is None:
         return None
+    if isinstance(env, ExternalEnv):
+        if acting_policy is not None:
+            raise ValueError("'sample_async': True is not available with an ExternalEnv (its own thread already "
+                             "runs beside training); use False")
+        recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
+        if recurrent:
+            raise ValueError(f"Policy {recurrent[0]!r} is recurrent; the ExternalEnv sampler does not run recurrent "
+                             "policies yet (use no use_lstm / use_attention with an ExternalEnv or a policy server)")
+        return ExternalEnvSampler(worker=worker, env=env, callbacks=worker.callbacks, settings=settings)
     if isinstance(env, MultiAgentVectorEnv):
         recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
         if recurrent:

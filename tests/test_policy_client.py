@@ -1,0 +1,150 @@
+"""Policy clients in their own processes playing CartPole against training servers, over real
+loopback sockets (examples/serving/cartpole_client.py and cartpole_server.py).
+
+The runs to a mean return of 150 in each inference mode are the examples' own (README,
+"External envs and policy serving"); here one client per mode lifts the return well above a
+random policy's (~22) within a small budget, so that CI stays quick on a busy machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlfleet.serving.policy_client import PolicyClient
+from tests.helpers import train_until
+from tests.serving_helpers import ROOT, SERVER_SCRIPT, cartpole_server, free_port, start_client, stop
+
+
+def test_ppo_learns_from_client_processes_in_both_modes():
+    """One simulator process per inference mode feeds the same server; the mean return rises
+    well above a random policy's (~22), and both kinds of batches were trained on."""
+    port = free_port()
+    trainer = cartpole_server(port=port)
+    clients = [start_client(port, mode, "--update-interval", "0.5", "--seed", str(seed))
+               for seed, mode in enumerate(("remote", "local"))]
+    try:
+        result, history = train_until(trainer, reward=60, max_timesteps=12000)
+        taken = dict(trainer.workers.local_worker().sampler.reader.batches_taken)
+    finally:
+        trainer.stop()
+        errors = [stop(c)[1][-2000:] for c in clients]
+    assert result["episode_reward_mean"] >= 60, (history, errors)
+    assert taken["remote"] > 0 and taken["local"] > 0, taken
+
+
+def test_dqn_trains_on_actions_a_client_only_logged():
+    """Every episode is played by the simulator's own random controller (log_action); DQN
+    trains on them (that DQN learns through log_action: test_external_env.py, in-process)."""
+    port = free_port()
+    trainer = cartpole_server("DQN", port=port)
+    rng = np.random.default_rng(0)
+
+    def simulate():
+        client = PolicyClient(f"http://127.0.0.1:{port}")
+        env = gym.make("CartPole-v1")
+        while True:
+            eid, (obs, _) = client.start_episode(), env.reset(seed=int(rng.integers(1000)))
+            done = False
+            while not done:
+                action = int(rng.integers(2))
+                client.log_action(eid, obs.tolist(), action)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                client.log_returns(eid, reward)
+                done = terminated or truncated
+            client.end_episode(eid, obs.tolist(), truncated=truncated and not terminated)
+
+    threading.Thread(target=simulate, daemon=True).start()
+    try:
+        result = trainer.train()
+        while result["timesteps_total"] < 600:  # learning starts at 500
+            result = trainer.train()
+        assert result["info"]["learner"]["default_policy"]  # learned on the logged data
+        assert 15 < result["episode_reward_mean"] < 40  # the random controller's episodes
+    finally:
+        trainer.stop()
+
+
+def test_two_clients_against_two_remote_workers(ray_session):
+    """num_workers: 2 -> servers on base+1 and base+2; one client per server, one per mode."""
+    base = free_port(span=3)
+    trainer = cartpole_server(port=base, num_workers=2, rollout_fragment_length=128, train_batch_size=256)
+    clients = [start_client(base + 1, "remote"), start_client(base + 2, "local")]
+    try:
+        result = trainer.train()  # PPO waits for a batch from every worker: both servers were fed
+        assert result["num_healthy_workers"] == 2 and result["timesteps_total"] >= 256
+        assert all(c.poll() is None for c in clients)
+    finally:
+        trainer.stop()
+        errors = [stop(c)[1] for c in clients]
+    assert result["episodes_total"] > 0, errors
+
+
+def _lines(proc: subprocess.Popen) -> "queue.Queue[dict]":
+    lines: "queue.Queue[dict]" = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            if line.startswith(b"{"):
+                lines.put(json.loads(line))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def _server(port: int, ckpt_dir: str, *extra: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.Popen([sys.executable, str(SERVER_SCRIPT), "--port", str(port), "--checkpoint-dir", ckpt_dir,
+                             "--stop-reward", "1e9", "--stop-timesteps", "1000000000", *extra],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_server_killed_and_restarted_from_its_checkpoint_while_the_client_retries(tmp_path):
+    port = free_port()
+    first = _server(port, str(tmp_path))
+    client = start_client(port, "remote")
+    second = None
+    try:
+        lines = _lines(first)
+        before = [lines.get(timeout=120)]
+        first.send_signal(signal.SIGKILL)  # mid-run: the client is in the middle of an episode
+        first.wait(30)
+        time.sleep(1.0)  # the client now retries against a closed port
+        assert client.poll() is None
+        second = _server(port, str(tmp_path), "--restore")
+        lines = _lines(second)
+        after = [lines.get(timeout=120)]
+        # Training resumes from the last checkpoint: its iteration and step counts go on.
+        assert after[0]["training_iteration"] == before[-1]["training_iteration"] + 1
+        assert after[0]["timesteps_total"] > before[-1]["timesteps_total"]
+        assert client.poll() is None  # it kept playing through the restart
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                stop(proc)
+        out, err = stop(client)
+    assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_local_client_refuses_classes_from_untrusted_modules():
+    port = free_port()
+    trainer = cartpole_server(port=port)
+    server = trainer.workers.local_worker().sampler.reader
+    try:
+        original = server._worker_spec
+        server.server.routes[("GET", "/v1/worker_spec")] = lambda body: dict(
+            original(body), policy_class="os:system")
+        with pytest.raises(ValueError, match="'os:system'"):
+            PolicyClient(server.url, inference_mode="local")
+    finally:
+        server.close()
+        trainer.stop()
