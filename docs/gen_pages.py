@@ -3,8 +3,8 @@
 Generated, never edited by hand, so they cannot drift from the code:
 
 - `algorithms/index.md` and one page per registered algorithm: what it is (its trainer's
-  docstring), how to run it, its tuned examples, and its keys with their defaults
-  (`rlfleet.config.describe_keys`).
+  docstring), how to run it, its tuned examples (each file's own comment says what it
+  measured), and its keys with their defaults (`rlfleet.config.describe_keys`).
 - `cli.md`: the help of every `rlfleet` sub-command, from the argument parser.
 - `api/rlfleet.md` and `api/algorithms.md`: mkdocstrings entries for every public name that
   `rlfleet` and `rlfleet.algorithms.*` export (`__all__`); data names (configs, key lists) get a
@@ -21,8 +21,11 @@ import inspect
 import os
 import pkgutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "docs" / "generated"
@@ -108,10 +111,29 @@ def summary(trainer_class: type) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
-def tuned_examples(algorithm: str) -> List[str]:
-    """The tuned example files of an algorithm's folder, relative to the repository root."""
-    folder = ROOT / "tuned_examples" / algorithm.lower()
-    return sorted(str(p.relative_to(ROOT)) for p in folder.glob("*.yaml")) if folder.is_dir() else []
+@dataclass(frozen=True)
+class TunedExample:
+    """One experiment of a tuned example file, with the file's leading comment (what it
+    shows and what it measured)."""
+
+    path: str  # relative to the repository root
+    env: str
+    stop: dict
+    comment: str
+
+
+def tuned_examples(algorithm: str) -> List[TunedExample]:
+    """The experiments of tuned_examples/**/*.yaml that run `algorithm`."""
+    found = []
+    for path in sorted((ROOT / "tuned_examples").rglob("*.yaml")):
+        text = path.read_text()
+        comment = " ".join(line.lstrip("#").strip() for line in text.splitlines()
+                           if line.startswith("#"))
+        for experiment in (yaml.safe_load(text) or {}).values():
+            if isinstance(experiment, dict) and experiment.get("run") == algorithm:
+                found.append(TunedExample(str(path.relative_to(ROOT)), str(experiment.get("env")),
+                                          experiment.get("stop") or {}, comment))
+    return found
 
 
 def algorithm_page(algorithm: str) -> str:
@@ -121,19 +143,26 @@ def algorithm_page(algorithm: str) -> str:
 
     trainer_class = get_trainer_class(algorithm)
     own_section = describe_keys(algorithm).split("\n### ", 1)[0]  # its keys come first
+    examples = tuned_examples(algorithm)
+    command = (f"rlfleet train -f {examples[0].path}" if examples
+               else f"rlfleet train --run {algorithm} --env CartPole-v1")
     lines = [f"# {algorithm}", "", summary(trainer_class), "",
              f"Trainer class: `{trainer_class.__module__.rsplit('.', 1)[0]}.{trainer_class.__name__}` "
-             f"([API](../api/algorithms.md)). From the command line:", "",
-             "```bash", f"rlfleet train --run {algorithm} --env CartPole-v1  # or any env it supports",
-             "```", ""]
-    examples = tuned_examples(algorithm)
+             f"([API](../api/algorithms.md)). From the checkout's root:", "",
+             "```bash", command, "```", ""]
     if examples:
-        lines += ["## Tuned examples", "", "Run one with `rlfleet train -f FILE` from the checkout's root:",
-                  "", *[f"- `{path}`" for path in examples], ""]
+        lines += ["## Tuned examples", "",
+                  "Each runs with `rlfleet train -f FILE`; the notes are the file's own comment "
+                  "(what it shows and what it measured on this project's machine).", ""]
+        for example in examples:
+            stop = ", ".join(f"`{k}` {v}" for k, v in example.stop.items()) or "none"
+            lines += [f"### `{example.path}`", "", f"Env `{example.env}`; stops at {stop}.", ""]
+            if example.comment:
+                lines += [example.comment, ""]
     lines += ["## Keys", "",
               f"Its own keys and the common keys it sets differently, with {algorithm}'s defaults "
               f"(`rlfleet config {algorithm}` prints the same; every other key is in the "
-              "[config reference](../../config.md)).", "", own_section.replace("### ", "", 1).split("\n", 1)[1]]
+              "[config reference](../../config.md)).", "", own_section.replace("### ", "", 1).split("\n", 1)[1].strip()]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -40,6 +40,7 @@ EXAMPLE_FILES = [p for p in EXAMPLE_FILES
 def _gen_pages():
     spec = importlib.util.spec_from_file_location("gen_pages", ROOT / "docs" / "gen_pages.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_pages"] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
