@@ -6,6 +6,10 @@ line above its fence (blank lines aside) is a marker stating why:
 
     <!-- docs-test: skip (needs a GPU) -->
 
+Shell blocks are not run (each command would be a fresh process, seconds each); their
+`rlfleet ...` lines are checked instead (`check_rlfleet_command`): the parser takes them, their
+JSON parses, and the files they read exist.
+
 Training loops in the docs may run "until the reward reaches X"; the tests give every
 trainer a budget instead (`budget_train`): from its `BUDGET_ITERATIONS`-th `train()` on, the
 result reports `episode_reward_mean` as +inf, which ends such loops. Everything else a block
@@ -13,12 +17,14 @@ does runs for real.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
+import shlex
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)[ \t]*$")
 SKIP = re.compile(r"^\s*<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->\s*$")
@@ -118,3 +124,46 @@ def run_blocks(blocks: List[Block]) -> int:
         if callable(stop) and type(value).__module__.startswith("rlfleet."):
             stop()
     return ran
+
+
+SHELL_LANGS = ("bash", "sh", "shell")
+
+
+def rlfleet_command_lines(blocks: List[Block]) -> List[Tuple[Block, List[str]]]:
+    """The `rlfleet ...` command lines of the shell blocks that are not skipped, split as a
+    shell would (comments and leading `VAR=value` assignments dropped)."""
+    found = []
+    for block in blocks:
+        if block.lang not in SHELL_LANGS or block.skip_reason:
+            continue
+        for line in block.code.splitlines():
+            words = shlex.split(line, comments=True)
+            while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+                words = words[1:]
+            if words and words[0] == "rlfleet":
+                found.append((block, words[1:]))
+    return found
+
+
+def check_rlfleet_command(parser: Any, root: Path, block: Block, argv: List[str]) -> None:
+    """Checks one documented `rlfleet` command without running it: the current parser takes
+    it, its JSON options parse, and the files it reads (`-f`) exist relative to the
+    checkout's root, where the docs say to run them.
+
+    Raises:
+        AssertionError: naming the block (file:line) and the command.
+    """
+    where = f"{block.where}: `rlfleet {' '.join(argv)}`"
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # argparse printed why
+        raise AssertionError(f"{where} is not accepted by rlfleet's argument parser") from None
+    for option in ("stop", "config"):
+        value = getattr(args, option, None)
+        if value is not None:
+            try:
+                json.loads(value)
+            except ValueError as error:
+                raise AssertionError(f"{where}: --{option} is not valid JSON ({error})") from None
+    config_file = getattr(args, "config_file", None)
+    assert config_file is None or (root / config_file).is_file(), f"{where}: {config_file} does not exist"

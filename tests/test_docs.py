@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rlfleet.config import config_reference
-from tests.docs_examples import budget_train, find_blocks, python_blocks, run_blocks
+from tests.docs_examples import (Block, budget_train, check_rlfleet_command, find_blocks, python_blocks,
+                                 rlfleet_command_lines, run_blocks)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "config.md"
 
@@ -123,3 +124,19 @@ def test_site_builds_strict(tmp_path):
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert build.returncode == 0, build.stdout + build.stderr
     assert (tmp_path / "site" / "generated" / "algorithms" / "PPO" / "index.html").exists()
+
+
+def test_documented_rlfleet_commands_parse():
+    """Every `rlfleet ...` line of the docs' and README's shell blocks is a command the
+    current CLI takes, with valid JSON and existing `-f` files (tests/docs_examples.py)."""
+    from rlfleet.cli.main import build_parser
+
+    parser = build_parser()
+    checked = 0
+    for path in sorted((ROOT / "docs").glob("**/*.md")) + [ROOT / "README.md"]:
+        for block, argv in rlfleet_command_lines(find_blocks(path)):
+            check_rlfleet_command(parser, ROOT, block, argv)
+            checked += 1
+    assert checked >= 10
+    with pytest.raises(AssertionError, match=r"page.md:1: `rlfleet train --stpo 3` is not accepted"):
+        check_rlfleet_command(parser, ROOT, Block(Path("page.md"), 1, "bash", "", None), ["train", "--stpo", "3"])
