@@ -38,6 +38,11 @@ EXAMPLE_FILES = [p for p in EXAMPLE_FILES
                  if "generated" not in p.relative_to(ROOT).parts and python_blocks(p)]
 
 
+REGISTRIES = [("rlfleet.env.registry", "_ENV_REGISTRY"), ("rlfleet.models.catalog", "_CUSTOM_MODELS"),
+              ("rlfleet.models.catalog", "_CUSTOM_ACTION_DISTS"), ("rlfleet.models.preprocessors", "_CUSTOM_PREPROCESSORS"),
+              ("rlfleet.offline.readers", "_INPUT_REGISTRY")]
+
+
 def _gen_pages():
     spec = importlib.util.spec_from_file_location("gen_pages", ROOT / "docs" / "gen_pages.py")
     module = importlib.util.module_from_spec(spec)
@@ -90,6 +95,10 @@ def test_examples_run(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # files the examples write land here
     monkeypatch.setenv("RLFLEET_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setattr(Trainer, "train", budget_train(Trainer.train))
+    # What the examples register (envs, models, ...) is forgotten after the file, so no later
+    # test ships it to its Ray workers.
+    for module, table in REGISTRIES:
+        monkeypatch.setattr(importlib.import_module(module), table, dict(getattr(importlib.import_module(module), table)))
     ran = run_blocks(blocks)
     skipped = [f"{b.where} ({b.skip_reason})" for b in blocks if b.skip_reason]
     print(f"{path.name}: {ran} blocks ran, {len(skipped)} skipped: {skipped}")
