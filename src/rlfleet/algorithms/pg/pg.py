@@ -33,6 +33,9 @@ def pg_loss(policy, model, dist_class, batch: Dict[str, torch.Tensor]) -> Tuple[
 
 
 class PGTorchPolicy(TorchPolicy):
+    """PG's policy: `pg_loss` on each trajectory's discounted returns (no critic, no
+    bootstrapping)."""
+
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES)
 
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):

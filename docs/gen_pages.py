@@ -1,0 +1,222 @@
+"""Writes the generated pages of the documentation site into docs/generated/ (run by `make docs`).
+
+Generated, never edited by hand, so they cannot drift from the code:
+
+- `algorithms/index.md` and one page per registered algorithm: what it is (its trainer's
+  docstring), how to run it, its tuned examples (each file's own comment says what it
+  measured), and its keys with their defaults (`rlfleet.config.describe_keys`).
+- `cli.md`: the help of every `rlfleet` sub-command, from the argument parser.
+- `api/rlfleet.md` and `api/algorithms.md`: mkdocstrings entries for every public name that
+  `rlfleet` and `rlfleet.algorithms.*` export (`__all__`); data names (configs, key lists) get a
+  description from `DATA_DESCRIPTIONS`.
+
+The config reference stays at docs/config.md (checked against the declarations by
+tests/test_docs.py). Usage: `python docs/gen_pages.py [OUT_DIR]` (default: docs/generated).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import pkgutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "docs" / "generated"
+
+# What each exported data name holds; a data name missing here fails the generation (and
+# tests/test_docs.py), so a new export gets a description before it gets a page.
+DATA_DESCRIPTIONS: Dict[str, str] = {
+    "__version__": "The installed rlfleet version.",
+    "COMMON_CONFIG": "Every common config key with its default (see the config reference).",
+    "MODEL_DEFAULTS": "The default `model` sub-config.",
+    "DEFAULT_CONFIG": "The algorithm's whole default config: the common keys with its own "
+                      "defaults, plus its own keys.",
+    "ALGO_KEYS": "The algorithm's own config keys (`ConfigKey`: name, default, meaning, check).",
+    "SIMPLE_Q_DEFAULT_CONFIG": "SimpleQ's default config (DQN without double Q, dueling, "
+                               "noisy nets or distributional heads).",
+    "APEX_DDPG_DEFAULT_CONFIG": "APEX_DDPG's default config (Ape-X's data flow on DDPG).",
+    "ACTOR_CRITIC_KEYS": "The actor-critic keys A2C shares with A3C (`ConfigKey`s).",
+    "OPTIMIZER_KEYS": "The learning-rate and gradient keys A2C shares with A3C (`ConfigKey`s).",
+    "VTRACE_KEYS": "The V-trace keys IMPALA shares with APPO (`ConfigKey`s).",
+}
+
+# Parser help is wrapped to the terminal's width: fix it so the page does not depend on
+# the machine that builds it.
+HELP_WIDTH = "100"
+
+
+def algorithm_packages() -> List[str]:
+    """`rlfleet.algorithms.<name>` for every algorithm sub-package, sorted."""
+    import rlfleet.algorithms as algorithms
+
+    return sorted(f"rlfleet.algorithms.{m.name}" for m in pkgutil.iter_modules(algorithms.__path__)
+                  if m.ispkg)
+
+
+def public_names(module_name: str) -> List[Tuple[str, object]]:
+    """The `(name, object)` pairs a module exports through `__all__`."""
+    module = importlib.import_module(module_name)
+    return [(name, getattr(module, name)) for name in module.__all__]
+
+
+def is_code(obj: object) -> bool:
+    """Classes and functions get a mkdocstrings entry; anything else is data."""
+    return inspect.isclass(obj) or inspect.isfunction(obj)
+
+
+def api_section(module_name: str) -> str:
+    """Markdown for one module's exports: a mkdocstrings entry per class or function (by
+    the path that defines it: `rlfleet`'s exports load lazily, so the static reader cannot
+    follow them), a table for data."""
+    code, data = [], []
+    for name, obj in public_names(module_name):
+        if is_code(obj):
+            code.append(f"### `{module_name}.{name}`\n\n::: {obj.__module__}.{obj.__qualname__}\n"
+                        f"    options:\n      show_root_heading: false\n")
+        elif name in DATA_DESCRIPTIONS:
+            data.append(f"| `{module_name}.{name}` | {DATA_DESCRIPTIONS[name]} |")
+        else:
+            raise SystemExit(f"docs/gen_pages.py: {module_name}.{name} is exported but has no entry in "
+                             f"DATA_DESCRIPTIONS; add one saying what it holds.")
+    parts = []
+    if data:
+        parts += ["| data | what it holds |", "| --- | --- |", *data, ""]
+    return "\n".join(parts + code)
+
+
+def api_pages() -> Dict[str, str]:
+    """The API reference pages, by path relative to the output folder."""
+    top = ["# API reference: `rlfleet`", "",
+           "Every name `rlfleet` exports (`rlfleet.__all__`); each loads on first use, so "
+           "`import rlfleet` stays light.", "", api_section("rlfleet")]
+    algos = ["# API reference: `rlfleet.algorithms`", "",
+             "Every name each algorithm package exports (`__all__`): its trainer, its policy, "
+             "its loss and its default config. The keys and their defaults are in the "
+             "[algorithm catalogue](../algorithms/index.md).", ""]
+    for package in algorithm_packages():
+        algos += [f"## `{package}`", "", api_section(package)]
+    return {"api/rlfleet.md": "\n".join(top), "api/algorithms.md": "\n".join(algos)}
+
+
+def summary(trainer_class: type) -> str:
+    """The first paragraph of a trainer's docstring, on one line."""
+    doc = inspect.getdoc(trainer_class) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+@dataclass(frozen=True)
+class TunedExample:
+    """One experiment of a tuned example file, with the file's leading comment (what it
+    shows and what it measured)."""
+
+    path: str  # relative to the repository root
+    env: str
+    stop: dict
+    comment: str
+
+
+def tuned_examples(algorithm: str) -> List[TunedExample]:
+    """The experiments of tuned_examples/**/*.yaml that run `algorithm`."""
+    found = []
+    for path in sorted((ROOT / "tuned_examples").rglob("*.yaml")):
+        text = path.read_text()
+        comment = " ".join(line.lstrip("#").strip() for line in text.splitlines()
+                           if line.startswith("#"))
+        for experiment in (yaml.safe_load(text) or {}).values():
+            if isinstance(experiment, dict) and experiment.get("run") == algorithm:
+                found.append(TunedExample(str(path.relative_to(ROOT)), str(experiment.get("env")),
+                                          experiment.get("stop") or {}, comment))
+    return found
+
+
+def algorithm_page(algorithm: str) -> str:
+    """One algorithm's catalogue page."""
+    from rlfleet.config import describe_keys
+    from rlfleet.registry import get_trainer_class
+
+    trainer_class = get_trainer_class(algorithm)
+    own_section = describe_keys(algorithm).split("\n### ", 1)[0]  # its keys come first
+    examples = tuned_examples(algorithm)
+    command = (f"rlfleet train -f {examples[0].path}" if examples
+               else f"rlfleet train --run {algorithm} --env CartPole-v1")
+    lines = [f"# {algorithm}", "", summary(trainer_class), "",
+             f"Trainer class: `{trainer_class.__module__.rsplit('.', 1)[0]}.{trainer_class.__name__}` "
+             f"([API](../api/algorithms.md)). From the checkout's root:", "",
+             "```bash", command, "```", ""]
+    if examples:
+        lines += ["## Tuned examples", "",
+                  "Each runs with `rlfleet train -f FILE`; the notes are the file's own comment "
+                  "(what it shows and what it measured on this project's machine).", ""]
+        for example in examples:
+            stop = ", ".join(f"`{k}` {v}" for k, v in example.stop.items()) or "none"
+            lines += [f"### `{example.path}`", "", f"Env `{example.env}`; stops at {stop}.", ""]
+            if example.comment:
+                lines += [example.comment, ""]
+    lines += ["## Keys", "",
+              f"Its own keys and the common keys it sets differently, with {algorithm}'s defaults "
+              f"(`rlfleet config {algorithm}` prints the same; every other key is in the "
+              "[config reference](../../config.md)).", "", own_section.replace("### ", "", 1).split("\n", 1)[1].strip()]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def algorithm_pages() -> Dict[str, str]:
+    """The catalogue's index and one page per registered algorithm."""
+    from rlfleet.registry import get_trainer_class, list_algorithms
+
+    index = ["# Algorithm catalogue", "",
+             "One page per registered algorithm (`rlfleet list`), generated from its trainer and "
+             "its declared keys.", "", "| algorithm | what it is |", "| --- | --- |"]
+    pages = {}
+    for name in list_algorithms():
+        index.append(f"| [{name}]({name}.md) | {summary(get_trainer_class(name))} |")
+        pages[f"algorithms/{name}.md"] = algorithm_page(name)
+    pages["algorithms/index.md"] = "\n".join(index) + "\n"
+    return pages
+
+
+def cli_page() -> str:
+    """The CLI reference: `rlfleet --help` and each sub-command's help."""
+    from rlfleet.cli.main import build_parser
+
+    os.environ["COLUMNS"] = HELP_WIDTH
+    parser = build_parser()
+    lines = ["# Command line reference", "",
+             "Generated from `rlfleet`'s argument parser; `rlfleet COMMAND --help` prints the same.", "",
+             "```text", parser.format_help().rstrip(), "```", ""]
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        lines += [f"## `rlfleet {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def all_pages() -> Dict[str, str]:
+    """Every generated page, by path relative to the output folder."""
+    return {**algorithm_pages(), **api_pages(), "cli.md": cli_page()}
+
+
+def write_pages(out: Path) -> List[Path]:
+    """Writes every generated page under `out`, removing pages it no longer generates."""
+    pages = all_pages()
+    written = []
+    for rel, text in pages.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:  # unchanged files keep their time
+            path.write_text(text)
+        written.append(path)
+    for stale in out.rglob("*.md"):
+        if stale not in written:
+            stale.unlink()
+    return written
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
+    print(f"docs/gen_pages.py: {len(write_pages(target))} pages in {target}")
