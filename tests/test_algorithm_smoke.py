@@ -44,6 +44,8 @@ SUPPORTED_ACTION_SPACES = {
     "BC": set(ACTION_SPACES),
     "MARWIL": set(ACTION_SPACES),
     "CQL": {"Box"},
+    "BanditLinUCB": {"Discrete"},
+    "BanditLinTS": {"Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -80,6 +82,8 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "MARWIL": {"input": "sampler", "train_batch_size": 32, "model": {"fcnet_hiddens": [16]}},
     "CQL": {"input": "sampler", **_OFF_POLICY, "Q_model": {"fcnet_hiddens": [16]},
             "policy_model": {"fcnet_hiddens": [16]}, "bc_iters": 4, "num_actions": 2},
+    "BanditLinUCB": {"timesteps_per_iteration": 16},
+    "BanditLinTS": {"timesteps_per_iteration": 16},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)
