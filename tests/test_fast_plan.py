@@ -93,7 +93,7 @@ from tests.test_algorithm_smoke import SUPPORTED_ACTION_SPACES, build  # noqa: E
 NUMPY_LEARNERS = {"PPO", "SAC", "DDPG", "TD3", "DQN", "SimpleQ", "APEX", "APEX_DDPG"}
 LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO"})  # DD-PPO learns on remote workers only
 # NumPy all the way, no torch path: "off" is refused, "require" is met.
-NUMPY_ONLY = {"BanditLinUCB", "BanditLinTS"}
+NUMPY_ONLY = {"BanditLinUCB", "BanditLinTS", "ES", "ARS"}
 
 
 def _space(algo: str) -> str:

@@ -31,6 +31,8 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "APEX_DDPG": ("rlfleet.algorithms.apex", "ApexDDPGTrainer"),
     "BanditLinUCB": ("rlfleet.algorithms.bandits", "BanditLinUCBTrainer"),
     "BanditLinTS": ("rlfleet.algorithms.bandits", "BanditLinTSTrainer"),
+    "ES": ("rlfleet.algorithms.es", "ESTrainer"),
+    "ARS": ("rlfleet.algorithms.ars", "ARSTrainer"),
 }
 
 
