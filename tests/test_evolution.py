@@ -12,6 +12,7 @@ from rlfleet.algorithms.es import ESTrainer
 from rlfleet.algorithms.evolution import (Collection, FlatMLPActor, RolloutResult, SharedNoiseTable, centered_ranks,
                                           get_flat, make_noise, set_flat, weighted_noise_sum)
 from rlfleet.fault_tolerance import WorkerFailureError
+from tests.helpers import train_until
 from tests.test_algorithm_smoke import ACTION_SPACES, ActionSpaceEnv
 
 TINY = {"seed": 0, "noise_size": 100_000, "model": {"fcnet_hiddens": [8]}}
@@ -128,9 +129,10 @@ def test_checkpoint_restores_theta_optimizer_filter_and_history(cls, config, tmp
 
 
 def test_the_trained_policy_acts_and_exports_with_theta(tmp_path):
-    trainer = ARSTrainer(dict(TINY_ARS, model={"fcnet_hiddens": []}), env="Pendulum-v1", logdir=str(tmp_path))
+    trainer = ARSTrainer(dict(TINY_ARS, model={"fcnet_hiddens": []}, evaluation_interval=1, evaluation_num_episodes=1),
+                         env="Pendulum-v1", logdir=str(tmp_path))
     try:
-        trainer.train()
+        assert trainer.train()["evaluation"]["episodes_this_iter"] == 1
         obs = np.array([1.0, 0.0, 0.5], np.float32)
         filtered = trainer.workers.local_worker().filters["default_policy"](obs, update=False)
         want = np.clip(FlatMLPActor(trainer._layout, trainer.theta.astype(np.float32))(filtered), -1, 1) * 2.0
@@ -206,3 +208,21 @@ def test_a_killed_workers_directions_are_reissued(ray_session, tmp_path):
             strict.train()
     finally:
         strict.stop()
+
+
+# --- learning (seeds and settings no tuned example uses) --------------------------------
+@pytest.mark.parametrize("cls,config,reward", [
+    # The reference's ES settings in one process, seed 3; evaluation episodes more often
+    # than its 0.3 %, so that episode_reward_mean is measured within a few iterations.
+    (ESTrainer, {"seed": 3, "episodes_per_batch": 50, "noise_size": 5_000_000, "eval_prob": 0.05}, 100),
+    # ARS with a small MLP policy (the tuned example is linear), seed 3.
+    (ARSTrainer, {"seed": 3, "num_rollouts": 50, "rollouts_used": 25, "noise_size": 5_000_000, "eval_prob": 0.5,
+                  "model": {"fcnet_hiddens": [16]}}, 150),
+], ids=["ES", "ARS-mlp"])
+def test_learns_cartpole_in_process(cls, config, reward, tmp_path):
+    trainer = cls(config, env="CartPole-v1", logdir=str(tmp_path))
+    try:
+        result, history = train_until(trainer, reward=reward, max_timesteps=500_000)
+    finally:
+        trainer.stop()
+    assert result["episode_reward_mean"] >= reward, history

@@ -3,7 +3,7 @@ is read as a slice `noise[index : index + dim]`.
 
 Workers never send perturbations, only their start indices (and the returns they earned):
 the driver rebuilds each perturbation from the same table. With remote workers the table is
-put into Ray's object store once (`ray.put` of one float32 array); every worker on a node
+put into Ray's object store once (one put of one float32 array); every worker on a node
 maps that one copy read-only (Ray hands NumPy arrays out zero-copy), so the table costs
 `noise_size * 4` bytes per node, not per worker.
 """

@@ -2,8 +2,8 @@
 eps` for each direction `eps` it is given (by noise-table index), plus unperturbed
 evaluation episodes, and answers with the returns only.
 
-The same class runs in the trainer's process (`num_workers: 0`) and, wrapped with
-`ray.remote`, as a remote worker: one code path.
+The same class runs in the trainer's process (`num_workers: 0`) and, wrapped as a Ray
+actor, as a remote worker: one code path.
 """
 from __future__ import annotations
 

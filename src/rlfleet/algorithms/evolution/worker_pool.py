@@ -1,5 +1,7 @@
 """Hands rollout tasks to the perturbation workers and gathers their answers; the only
-place ES and ARS call Ray.
+place ES and ARS call Ray. It calls Ray itself, beside the WorkerSet, because these workers
+are no RolloutWorkers: they score perturbations of a flat vector read from a shared noise
+table and answer with returns, where a RolloutWorker samples batches for a policy.
 
 `num_workers: 0` runs the tasks in this process, one after the other. With N remote
 workers, the noise table is put into the object store once (every worker maps that one
