@@ -30,7 +30,7 @@ def test_weighted_noise_sum_is_the_sum_of_weighted_slices():
     noise = SharedNoiseTable(make_noise(1000, seed=3))
     indices, weights = np.array([0, 17, 500, 990]), np.array([0.5, -1.0, 2.0, 0.25])
     want = sum(w * noise.noise[i:i + 10].astype(np.float64) for w, i in zip(weights, indices))
-    np.testing.assert_allclose(weighted_noise_sum(weights, indices, noise, 10, batch_size=3), want)
+    np.testing.assert_allclose(weighted_noise_sum(weights, indices, noise, 10, batch_size=3), want, atol=1e-6)
     assert np.array_equal(make_noise(1000, seed=3), noise.noise) and not np.array_equal(make_noise(1000, 4), noise.noise)
     assert (noise.sample_indices(np.random.default_rng(0), 10, 500) <= 990).all()
     with pytest.raises(ValueError, match="noise_size=1000 is smaller than the policy's 2000 parameters"):

@@ -7,7 +7,7 @@ perturbed episodes, as the reference counts them); then, over the directions who
 return is in the top `rollouts_used / num_rollouts` fraction,
 
     g = sum_i (R+_i - R-_i) * eps_i / (b * std(R of those directions))
-    theta <- theta + sgd_stepsize * momentum-averaged g   (the reference's SGD, momentum 0.9)
+    theta <- theta + sgd_stepsize * momentum-averaged g   (the reference's SGD: sgd_momentum 0.9)
 
 Returns used by the update are shifted by `-|offset|` per step (the ARS paper's correction
 for an alive bonus); reported returns are not.
@@ -20,7 +20,7 @@ import numpy as np
 
 from rlfleet.algorithms.evolution import Collection, EvolutionTrainer, weighted_noise_sum
 from rlfleet.algorithms.evolution.keys import search_keys
-from rlfleet.config import ConfigKey, algorithm_config, finite_number, int_at_least, number_above
+from rlfleet.config import ConfigKey, algorithm_config, finite_number, int_at_least, number_above, number_in
 
 K = ConfigKey
 
@@ -29,15 +29,15 @@ ALGO_KEYS: List[ConfigKey] = search_keys(action_noise_std=0.0, eval_prob=0.03) +
       int_at_least(1)),
     K("rollouts_used", 32, "Of those, the top share rollouts_used / num_rollouts of directions (by their better "
       "return) makes the step.", int_at_least(1)),
-    K("sgd_stepsize", 0.01, "Step size of the update (SGD with momentum 0.9 on the flat parameters).",
+    K("sgd_stepsize", 0.01, "Step size of the update (SGD on the flat parameters, with sgd_momentum).",
       number_above(0)),
+    K("sgd_momentum", 0.9, "Momentum of that SGD: 0.9 is the reference's optimizer, 0 the ARS paper's plain step "
+      "(which Swimmer needs: with 0.9 one direction per iteration barely moves it).", number_in(0, 0.999)),
     K("offset", 0.0, "Subtracted (as |offset|) from every step's reward in the returns the update uses.",
       finite_number),
 ]
 
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
-
-SGD_MOMENTUM = 0.9
 
 
 class ARSTrainer(EvolutionTrainer):
@@ -75,7 +75,8 @@ class ARSTrainer(EvolutionTrainer):
         if not np.isclose(spread, 0.0):
             g /= spread
         # The reference's SGD: v <- m v + (1 - m) grad on the negated estimate, theta <- theta - lr v.
-        self._velocity = SGD_MOMENTUM * self._velocity + (1.0 - SGD_MOMENTUM) * -g
+        momentum = float(self.config["sgd_momentum"])
+        self._velocity = momentum * self._velocity + (1.0 - momentum) * -g
         step = -float(self.config["sgd_stepsize"]) * self._velocity
         self.theta = self.theta + step
         norm = float(np.linalg.norm(self.theta))

@@ -24,14 +24,15 @@ def centered_ranks(returns: np.ndarray) -> np.ndarray:
 
 def weighted_noise_sum(weights: np.ndarray, indices: Iterable[int], noise: SharedNoiseTable, dim: int,
                        batch_size: int = 500) -> np.ndarray:
-    """`sum_i weights[i] * noise.get(indices[i], dim)` in float64, `batch_size` slices at a
-    time (one matrix product per batch instead of one axpy per direction)."""
-    weights = np.asarray(weights, dtype=np.float64)
+    """`sum_i weights[i] * noise.get(indices[i], dim)`, `batch_size` slices at a time: one
+    float32 matrix product per batch (the table's precision; 4x faster than converting the
+    slices to float64), summed in float64."""
+    weights = np.asarray(weights, dtype=np.float32)
     indices = np.asarray(list(indices), dtype=np.int64)
     total = np.zeros(dim, dtype=np.float64)
     for start in range(0, len(indices), batch_size):
         block = np.stack([noise.get(int(i), dim) for i in indices[start:start + batch_size]])
-        total += weights[start:start + batch_size] @ block.astype(np.float64)
+        total += weights[start:start + batch_size] @ block
     return total
 
 
