@@ -201,9 +201,10 @@ def test_a_killed_workers_directions_are_reissued(ray_session, tmp_path):
         assert result["num_healthy_workers"] == 2
     finally:
         trainer.stop()
-    strict = ARSTrainer(dict(config, recreate_failed_workers=False), env="CartPole-v1", logdir=str(tmp_path / "s"))
+    strict = ARSTrainer(dict(config, num_workers=1, recreate_failed_workers=False), env="CartPole-v1",
+                        logdir=str(tmp_path / "s"))
     try:
-        _kill(ray_session, strict.pool.worker_handles()[2])
+        _kill(ray_session, strict.pool.worker_handles()[1])
         with pytest.raises(WorkerFailureError, match="recreate_failed_workers"):
             strict.train()
     finally:
@@ -226,3 +227,23 @@ def test_learns_cartpole_in_process(cls, config, reward, tmp_path):
     finally:
         trainer.stop()
     assert result["episode_reward_mean"] >= reward, history
+
+
+def test_the_swimmer_case_builds_and_trains_an_iteration(tmp_path, monkeypatch):
+    # benchmarks/zoo_cases/swimmer-ars.yaml (too long for CI, and not yet at its target: see
+    # its header); skipped without MuJoCo.
+    pytest.importorskip("mujoco", reason="MuJoCo is not installed (pip install mujoco)")
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warnings to ./MUJOCO_LOG.TXT
+    from pathlib import Path
+
+    from tests.helpers import load_tuned_example
+
+    example = load_tuned_example(Path(__file__).resolve().parents[1] / "benchmarks/zoo_cases/swimmer-ars.yaml")
+    trainer = ARSTrainer(dict(example.config, num_workers=0, noise_size=100_000), env=example.env,
+                         logdir=str(tmp_path / "run"))
+    try:
+        assert trainer.num_params == 8 * 4 + 4  # linear: 8 features -> (mean, log-std) of 2 actions
+        result = trainer.train()
+        assert result["timesteps_total"] >= 2000  # one direction, both signs, 1000-step episodes
+    finally:
+        trainer.stop()
