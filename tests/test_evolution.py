@@ -172,6 +172,7 @@ def test_remote_workers_map_one_noise_table_and_send_returns_only(ray_session, t
         flags = ray_session.get([h.__ray_call__.remote(lambda w: (w.noise.noise.flags.writeable,
                                                                   w.noise.noise.flags.owndata)) for h in handles.values()])
         assert flags == [(False, False), (False, False)]
+        assert not trainer.noise.noise.flags.writeable  # the trainer reads the same copy
         # What came back: per direction 2 returns + 2 lengths + an index (40 bytes), the
         # evaluation episodes' 16 bytes each, and the filter statistics (~150 bytes per task).
         directions = result["info"]["learner"]["default_policy"]["learner_stats"]["noisy_episodes"] // 2

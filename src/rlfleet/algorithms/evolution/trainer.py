@@ -66,6 +66,7 @@ class EvolutionTrainer(Trainer):
         self._episodes_this_iter = 0
         self._bytes_this_iter = 0
         self.pool = PerturbationPool(self.env_creator, config, noise, self._layout)
+        self.noise = SharedNoiseTable(self.pool.noise)
 
     @property
     def num_params(self) -> int:

@@ -39,6 +39,8 @@ class PerturbationPool:
         layout: the layout of `theta`.
 
     Attributes:
+        noise: the table for the trainer's own reads: with remote workers, the object store's
+            copy (so the node holds one), else the array given.
         tasks_reissued: how many tasks went to another worker after theirs failed.
         bytes_received: the array bytes of every answer received so far (returns, lengths,
             indices and filter statistics: all a worker sends; Ray adds a small envelope).
@@ -52,11 +54,14 @@ class PerturbationPool:
         self._local: Optional[PerturbationWorker] = None
         self._ray: Any = None
         self._remote: Dict[int, Any] = {}  # worker index -> actor handle
+        self.noise = noise  # the table the trainer reads directions from
         if self._num_workers == 0:
             self._local = PerturbationWorker(env_creator, config, 0, 0, noise, layout)
             return
         self._ray = init_ray(num_cpus=cpus_wanted(config, self._num_workers), address=config.get("address"))
         self._noise_ref = self._ray.put(noise)  # held: the workers' views point into it
+        # The trainer reads the directions from the same copy (its own array can go).
+        self.noise = self._ray.get(self._noise_ref)
         self._actor_class = self._ray.remote(PerturbationWorker)
         for index in range(1, self._num_workers + 1):
             self._remote[index] = self._start(index)
