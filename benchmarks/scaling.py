@@ -21,7 +21,9 @@ step summed over the processes). Then it trains each pattern for a few seconds w
 2 remote workers (CartPole-v1) and prints the measured env steps/s (median of 3 windows,
 with min-max) beside the "here" prediction, and the IMPALA / sync PPO ratio at 2 workers.
 
-    python benchmarks/scaling.py [--measure 1 2] [--window-s 4] [--patterns ppo a3c impala apex]
+ES and ARS (`--patterns es ars`) follow their own pattern: see benchmarks/scaling_evolution.py.
+
+    python benchmarks/scaling.py [--measure 1 2] [--window-s 4] [--patterns ppo a3c impala apex es ars]
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Tuple
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+from scaling_evolution import EVOLUTION_CONFIGS, report as report_evolution  # noqa: E402  (benchmarks/)
 
 ENV = "CartPole-v1"
 ENVS, FRAGMENT = 8, 50  # per worker request: B = 400 env steps
@@ -77,6 +81,28 @@ class Costs:
     replay_apex: float   # Ape-X, on a shard: replaying 512 and updating their priorities (seconds per batch)
     rtt: float           # Ray: an empty actor call (seconds)
     rtt_batch: float     # Ray: an actor call returning a 400-step sample batch (seconds)
+
+
+def measure_round_trips(batch: object) -> Tuple[float, float]:
+    """Seconds of an empty Ray actor call, and of one that returns `batch`."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        def __init__(self, batch):
+            self.batch = batch
+
+        def noop(self):
+            return None
+
+        def get(self):
+            return self.batch
+
+    echo = Echo.remote(batch)
+    rtt = _timed(lambda: ray.get(echo.noop.remote()), 50)
+    rtt_batch = _timed(lambda: ray.get(echo.get.remote()), 50)
+    ray.kill(echo)
+    return rtt, rtt_batch
 
 
 def measure_costs(repeats: int = 5) -> Costs:
@@ -136,23 +162,7 @@ def measure_costs(repeats: int = 5) -> Costs:
     replay_apex = _timed(replay_and_update, repeats)
     apex.stop()
 
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class Echo:
-        def __init__(self, batch):
-            self.batch = batch
-
-        def noop(self):
-            return None
-
-        def get(self):
-            return self.batch
-
-    echo = Echo.remote(batch)
-    rtt = _timed(lambda: ray.get(echo.noop.remote()), 50)
-    rtt_batch = _timed(lambda: ray.get(echo.get.remote()), 50)
-    ray.kill(echo)
+    rtt, rtt_batch = measure_round_trips(batch)
     return Costs(sample, learn_ppo, learn_impala, grad_a3c, apply_a3c, prio_apex, learn_apex, add_apex, replay_apex,
                  rtt, rtt_batch)
 
@@ -213,7 +223,8 @@ def measure_throughput(pattern: str, n: int, window_s: float, windows: int = 3) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--patterns", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--patterns", nargs="+", default=list(CONFIGS) + list(EVOLUTION_CONFIGS),
+                        choices=list(CONFIGS) + list(EVOLUTION_CONFIGS))
     parser.add_argument("--measure", nargs="*", type=int, default=[1, 2], help="remote workers to measure")
     parser.add_argument("--window-s", type=float, default=4.0)
     parser.add_argument("--cores", type=float, default=float(os.cpu_count() or 1))
@@ -225,6 +236,12 @@ def main() -> None:
     torch.set_num_threads(1)
     ray.init(num_cpus=max(2, int(args.cores)), include_dashboard=False, _node_ip_address="127.0.0.1",
              log_to_driver=False)
+    evolution = [p for p in args.patterns if p in EVOLUTION_CONFIGS]
+    args.patterns = [p for p in args.patterns if p in CONFIGS]
+    if not args.patterns:  # ES / ARS only: they need the round trip alone
+        report_evolution(evolution, args.measure, measure_round_trips(None)[0], args.cores, args.window_s)
+        ray.shutdown()
+        return
     costs = measure_costs()
     print("Measured costs (CartPole-v1, 8 envs x 50 steps per worker batch):")
     for name, value in vars(costs).items():
@@ -251,6 +268,8 @@ def main() -> None:
                       f"[{min(got):.0f}-{max(got):.0f}]", flush=True)
         if ("impala", 2) in medians and ("ppo", 2) in medians:
             print(f"\nIMPALA / sync PPO env steps/s with 2 workers: {medians['impala', 2] / medians['ppo', 2]:.2f}")
+    if evolution:
+        report_evolution(evolution, args.measure, costs.rtt, args.cores, args.window_s)
     ray.shutdown()
 
 

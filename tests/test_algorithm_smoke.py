@@ -44,6 +44,10 @@ SUPPORTED_ACTION_SPACES = {
     "BC": set(ACTION_SPACES),
     "MARWIL": set(ACTION_SPACES),
     "CQL": {"Box"},
+    "BanditLinUCB": {"Discrete"},
+    "BanditLinTS": {"Discrete"},
+    "ES": {"Discrete", "Box"},
+    "ARS": {"Discrete", "Box"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -80,6 +84,10 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "MARWIL": {"input": "sampler", "train_batch_size": 32, "model": {"fcnet_hiddens": [16]}},
     "CQL": {"input": "sampler", **_OFF_POLICY, "Q_model": {"fcnet_hiddens": [16]},
             "policy_model": {"fcnet_hiddens": [16]}, "bc_iters": 4, "num_actions": 2},
+    "BanditLinUCB": {"timesteps_per_iteration": 16},
+    "BanditLinTS": {"timesteps_per_iteration": 16},
+    "ES": {"noise_size": 100_000, "episodes_per_batch": 4, "train_batch_size": 16, "model": {"fcnet_hiddens": [16]}},
+    "ARS": {"noise_size": 100_000, "num_rollouts": 4, "rollouts_used": 2, "model": {"fcnet_hiddens": [16]}},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)
@@ -87,6 +95,7 @@ SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)
 # Algorithms that sample and learn on remote workers only (a Ray actor per case): run on one
 # space (Discrete: tests/test_ddppo.py); their policy is PPO's, whose cases run on every space.
 REMOTE_ONLY = {"DDPPO": {"Box"}}
+PERTURBATION_SEARCH = {"ES", "ARS"}
 UNSUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)
                for space in sorted(set(ACTION_SPACES) - SUPPORTED_ACTION_SPACES[algo])]
 
@@ -157,8 +166,12 @@ def test_two_iterations_learn_and_act_in_the_action_space(algo, space_name, tmp_
             f"{algo} trained on {second['num_env_steps_trained']} steps without changing a weight")
 
         env = trainer.workers.local_worker().env.envs[0]
-        # Every action was checked against the space (by the env of the worker that sampled).
-        assert sum(trainer.workers.foreach_worker(lambda w: w.env.envs[0].actions_received)) > 0
+        # Every action was checked against the space (by the env of the worker that sampled;
+        # ES and ARS sample with their perturbation workers).
+        if algo in PERTURBATION_SEARCH:
+            assert sum(trainer.pool.foreach_env(lambda e: e.actions_received)) > 0
+        else:
+            assert sum(trainer.workers.foreach_worker(lambda w: w.env.envs[0].actions_received)) > 0
         obs = env.observation_space.sample()
         for explore in (True, False):
             action = trainer.compute_single_action(obs, explore=explore)

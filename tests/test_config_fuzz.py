@@ -142,7 +142,7 @@ _NOT_BUILT = {"num_workers", "evaluation_num_workers", "remote_worker_envs", "nu
 # Algorithms that learn on remote workers only (no trainer with num_workers 0): validation
 # above draws their keys; tests/test_ddppo.py builds them with Ray.
 _REMOTE_ONLY = {"DDPPO"}
-_SIZE_KEYS = re.compile(r"hiddens|cell_size|dim$|num_atoms|num_envs|_units|_heads|memory_")
+_SIZE_KEYS = re.compile(r"hiddens|cell_size|dim$|num_atoms|num_envs|_units|_heads|memory_|noise_size")
 
 
 def _tiny_base(algo: str) -> Dict[str, Any]:
@@ -155,6 +155,8 @@ def _tiny_base(algo: str) -> Dict[str, Any]:
         base.update(actor_hiddens=[8], critic_hiddens=[8])
     if algo in ("DQN", "SimpleQ"):
         base.update(hiddens=[8])
+    if algo in ("ES", "ARS"):  # the reference's table is 250M floats (1 GB)
+        base.update(noise_size=100_000)
     return base
 
 

@@ -92,6 +92,8 @@ from tests.test_algorithm_smoke import SUPPORTED_ACTION_SPACES, build  # noqa: E
 
 NUMPY_LEARNERS = {"PPO", "SAC", "DDPG", "TD3", "DQN", "SimpleQ", "APEX", "APEX_DDPG"}
 LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO"})  # DD-PPO learns on remote workers only
+# NumPy all the way, no torch path: "off" is refused, "require" is met.
+NUMPY_ONLY = {"BanditLinUCB", "BanditLinTS", "ES", "ARS"}
 
 
 def _space(algo: str) -> str:
@@ -112,6 +114,10 @@ def test_fast_path_off_runs_torch_on_every_algorithm_and_says_so(algo, tmp_path,
     from tests import test_algorithm_smoke as smoke
 
     monkeypatch.setitem(smoke.TINY_CONFIGS, algo, {**smoke.TINY_CONFIGS[algo], "fast_path": "off"})
+    if algo in NUMPY_ONLY:
+        with pytest.raises(ValueError, match=r"fast_path='off' asks for torch, but .* NumPy only"):
+            build(algo, _space(algo), str(tmp_path)).stop()
+        return
     trainer = build(algo, _space(algo), str(tmp_path))
     try:
         info = _learned_result(trainer)
@@ -126,7 +132,7 @@ def test_fast_path_require_takes_the_numpy_learner_or_fails_when_built(algo, tmp
     from tests import test_algorithm_smoke as smoke
 
     monkeypatch.setitem(smoke.TINY_CONFIGS, algo, {**smoke.TINY_CONFIGS[algo], "fast_path": "require"})
-    if algo not in NUMPY_LEARNERS:
+    if algo not in NUMPY_LEARNERS | NUMPY_ONLY:
         with pytest.raises(ValueError, match=r"fast_path='require', but the NumPy learner cannot serve"):
             build(algo, _space(algo), str(tmp_path)).stop()
         return

@@ -148,6 +148,7 @@ RAY_MODULES = {
     "rlfleet/rollout/worker_set.py", "rlfleet/rollout/worker_membership.py", "rlfleet/rollout/worker_requests.py",
     "rlfleet/rollout/worker_calls.py", "rlfleet/rollout/placement.py", "rlfleet/rollout/remote_vector_env.py",
     "rlfleet/tune.py", "rlfleet/utils/ray_utils.py",
+    "rlfleet/algorithms/evolution/worker_pool.py",  # ES / ARS perturbation workers (see its docstring)
 }
 
 

@@ -29,6 +29,10 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "APPO": ("rlfleet.algorithms.appo", "APPOTrainer"),
     "APEX": ("rlfleet.algorithms.apex", "ApexTrainer"),
     "APEX_DDPG": ("rlfleet.algorithms.apex", "ApexDDPGTrainer"),
+    "BanditLinUCB": ("rlfleet.algorithms.bandits", "BanditLinUCBTrainer"),
+    "BanditLinTS": ("rlfleet.algorithms.bandits", "BanditLinTSTrainer"),
+    "ES": ("rlfleet.algorithms.es", "ESTrainer"),
+    "ARS": ("rlfleet.algorithms.ars", "ARSTrainer"),
 }
 
 

@@ -7,6 +7,7 @@ policy on a single-agent env, the general multi-agent path otherwise.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -116,6 +117,10 @@ class RolloutWorker:
         self.policies_to_train = list(self.policy_map) if to_train is None else self._checked_ids(to_train)
 
         self._settings = SamplerSettings.from_config(config, is_atari=self._is_atari, worker_index=worker_index)
+        # A policy whose learner reads env infos (the bandits' regret) gets the `infos` column.
+        self._policies_need_infos = any(getattr(p, "needs_infos", False) for p in self.policy_map.values())
+        if self._policies_need_infos:
+            self._settings = dataclasses.replace(self._settings, record_infos=True)
         acting = None
         if config.get("sample_async") and self.env is not None:
             if isinstance(self.env, MultiAgentVectorEnv):
@@ -259,6 +264,7 @@ class RolloutWorker:
             self.callbacks.on_sample_end(worker=self, samples=batch)
         if self.output_writer is not None:
             self.output_writer.write(batch)
+        if self.output_writer is not None and not self._policies_need_infos:
             # `infos` (object dtype, recorded for the writer only) never reaches a learner.
             for part in (batch.policy_batches.values() if hasattr(batch, "policy_batches") else [batch]):
                 part.pop(SampleBatch.INFOS, None)

@@ -1,0 +1,90 @@
+"""One iteration's worth of perturbation results: which tasks to hand out (directions
+drawn from the noise table by the driver, so that a failed worker's task can be re-issued
+as is) and the answers gathered."""
+from __future__ import annotations
+
+from typing import Callable, List, Optional
+
+import numpy as np
+
+from rlfleet.algorithms.evolution.noise_table import SharedNoiseTable
+from rlfleet.algorithms.evolution.rollouts import RolloutResult, RolloutTask
+
+
+class Collection:
+    """Hands out tasks of `directions_per_task` directions (each slot an unperturbed
+    evaluation episode instead with probability `eval_prob`) until `enough(self)` holds or
+    `max_directions` were handed out; keeps the answers.
+
+    Args:
+        noise: the noise table the directions are drawn from.
+        dim: the number of parameters (the length of a direction).
+        rng: the driver's generator (direction indices and evaluation draws).
+        directions_per_task: directions per task (the last task may have fewer).
+        eval_prob: the chance that a slot is an evaluation episode.
+        enough: stops handing out tasks once it returns True (checked on answers received).
+        max_directions: the most directions handed out in total (None: no limit).
+    """
+
+    def __init__(self, noise: SharedNoiseTable, dim: int, rng: np.random.Generator, directions_per_task: int,
+                 eval_prob: float, enough: Callable[["Collection"], bool], max_directions: Optional[int] = None):
+        self._noise, self._dim, self._rng = noise, dim, rng
+        self._per_task, self._eval_prob = max(1, int(directions_per_task)), float(eval_prob)
+        self._enough, self._max = enough, max_directions
+        self._issued = 0
+        self._tasks = 0
+        self.results: List[RolloutResult] = []
+
+    def next_task(self) -> Optional[RolloutTask]:
+        if self._enough(self) or (self._max is not None and self._issued >= self._max):
+            return None
+        count = self._per_task if self._max is None else min(self._per_task, self._max - self._issued)
+        self._issued += count
+        evals = int(self._rng.binomial(count, self._eval_prob)) if self._eval_prob > 0 else 0
+        self._tasks += 1
+        return RolloutTask(self._tasks, self._noise.sample_indices(self._rng, self._dim, count),
+                           evals)
+
+    def add(self, result: RolloutResult) -> None:
+        self.results.append(result)
+
+    # --- the gathered answers --------------------------------------------------------
+    def _cat(self, name: str, empty_shape: tuple, dtype) -> np.ndarray:
+        parts = [getattr(r, name) for r in self.results]
+        return np.concatenate(parts) if parts else np.zeros(empty_shape, dtype)
+
+    @property
+    def indices(self) -> np.ndarray:
+        return self._cat("indices", (0,), np.int64)
+
+    @property
+    def returns(self) -> np.ndarray:
+        """`[N, 2]`: the returns of `(+eps, -eps)` per direction."""
+        return self._cat("returns", (0, 2), np.float64)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._cat("lengths", (0, 2), np.int64)
+
+    @property
+    def eval_returns(self) -> np.ndarray:
+        return self._cat("eval_returns", (0,), np.float64)
+
+    @property
+    def eval_lengths(self) -> np.ndarray:
+        return self._cat("eval_lengths", (0,), np.int64)
+
+    @property
+    def noisy_episodes(self) -> int:
+        return 2 * sum(len(r.indices) for r in self.results)
+
+    @property
+    def noisy_steps(self) -> int:
+        return int(sum(r.lengths.sum() for r in self.results))
+
+    @property
+    def steps(self) -> int:
+        return int(sum(r.steps for r in self.results))
+
+
+__all__ = ["Collection"]

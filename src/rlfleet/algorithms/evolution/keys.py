@@ -1,0 +1,30 @@
+"""The config keys ES and ARS share (with each algorithm's own defaults)."""
+from __future__ import annotations
+
+from typing import List
+
+from rlfleet.config import ConfigKey, int_at_least, number_above, number_in, override
+
+K = ConfigKey
+
+
+def search_keys(*, action_noise_std: float, eval_prob: float) -> List[ConfigKey]:
+    """The perturbation-search keys, with the reference's defaults for one algorithm."""
+    return [
+        override("observation_filter", "MeanStdFilter"),
+        # The perturbations were scored acting on the mode; so does the trained policy.
+        override("explore", False),
+        K("noise_stdev", 0.02, "Standard deviation of the parameter perturbations (theta +/- noise_stdev * eps).",
+          number_above(0)),
+        K("noise_size", 250000000, "Entries (float32) of the shared noise table the perturbations are read from; "
+          "one copy per node.", int_at_least(1)),
+        K("action_noise_std", action_noise_std, "Gaussian noise added to Box actions in perturbed episodes.",
+          number_in(0)),
+        K("eval_prob", eval_prob, "Chance that an episode slot runs the unperturbed policy (for episode_reward_mean) "
+          "instead of a direction.", number_in(0, 1)),
+        K("report_length", 10, "episode_reward_mean averages the evaluation returns of this many last iterations.",
+          int_at_least(1)),
+    ]
+
+
+__all__ = ["search_keys"]
