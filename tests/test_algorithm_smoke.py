@@ -44,6 +44,7 @@ SUPPORTED_ACTION_SPACES = {
     "BC": set(ACTION_SPACES),
     "MARWIL": set(ACTION_SPACES),
     "CQL": {"Box"},
+    "R2D2": {"Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -80,6 +81,8 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "MARWIL": {"input": "sampler", "train_batch_size": 32, "model": {"fcnet_hiddens": [16]}},
     "CQL": {"input": "sampler", **_OFF_POLICY, "Q_model": {"fcnet_hiddens": [16]},
             "policy_model": {"fcnet_hiddens": [16]}, "bc_iters": 4, "num_actions": 2},
+    "R2D2": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4},
+             "hiddens": [16]},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)

@@ -29,6 +29,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "APPO": ("rlfleet.algorithms.appo", "APPOTrainer"),
     "APEX": ("rlfleet.algorithms.apex", "ApexTrainer"),
     "APEX_DDPG": ("rlfleet.algorithms.apex", "ApexDDPGTrainer"),
+    "R2D2": ("rlfleet.algorithms.r2d2", "R2D2Trainer"),
 }
 
 
