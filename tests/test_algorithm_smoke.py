@@ -45,6 +45,7 @@ SUPPORTED_ACTION_SPACES = {
     "MARWIL": set(ACTION_SPACES),
     "CQL": {"Box"},
     "R2D2": {"Discrete"},
+    "RNNSAC": {"Box", "Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -83,6 +84,8 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
             "policy_model": {"fcnet_hiddens": [16]}, "bc_iters": 4, "num_actions": 2},
     "R2D2": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4},
              "hiddens": [16]},
+    "RNNSAC": {**_OFF_POLICY, "model": {"max_seq_len": 4}, "Q_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8},
+               "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)

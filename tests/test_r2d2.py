@@ -166,12 +166,13 @@ def test_prioritized_sequences_and_the_fast_path_report(tmp_path):
     trainer.stop()
 
 
-def test_checkpoint_keeps_buffer_and_state_and_resumes_bit_identically(tmp_path):
-    config = dict(TINY, store_buffer_in_checkpoints=True, zero_init_states=False, prioritized_replay=True)
-    a = R2D2Trainer(env=StatelessCartPole, config=config, logdir=str(tmp_path / "a"))
-    a.train()
+def assert_resumes_bit_identically(trainer_class, env, config, tmp_path) -> dict:
+    """Trains, saves, restores into a second trainer (other seed) and the first: the replay
+    buffers match and both then train to bit-identical weights. Returns the first result."""
+    a = trainer_class(env=env, config=config, logdir=str(tmp_path / "a"))
+    result = a.train()
     path = a.save()
-    b = R2D2Trainer(env=StatelessCartPole, config=dict(config, seed=5), logdir=str(tmp_path / "b"))
+    b = trainer_class(env=env, config=dict(config, seed=5), logdir=str(tmp_path / "b"))
     b.restore(path)
     for key, value in a.local_replay_buffer.get_state().items():
         np.testing.assert_array_equal(value, b.local_replay_buffer.get_state()[key], err_msg=key)
@@ -183,6 +184,12 @@ def test_checkpoint_keeps_buffer_and_state_and_resumes_bit_identically(tmp_path)
     assert all(wa[k].tobytes() == wb[k].tobytes() for k in wa)
     a.stop()
     b.stop()
+    return result
+
+
+def test_checkpoint_keeps_buffer_and_state_and_resumes_bit_identically(tmp_path):
+    config = dict(TINY, store_buffer_in_checkpoints=True, zero_init_states=False, prioritized_replay=True)
+    assert_resumes_bit_identically(R2D2Trainer, StatelessCartPole, config, tmp_path)
 
 
 def test_remote_workers_fill_the_replay(ray_session, tmp_path):

@@ -30,6 +30,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "APEX": ("rlfleet.algorithms.apex", "ApexTrainer"),
     "APEX_DDPG": ("rlfleet.algorithms.apex", "ApexDDPGTrainer"),
     "R2D2": ("rlfleet.algorithms.r2d2", "R2D2Trainer"),
+    "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
 }
 
 

@@ -6,10 +6,13 @@ columns `[S, T_obs, ...]`, per-step columns `[S, T, ...]`, `state_in_<k>` `[S, .
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import torch
+from torch import nn
 
+from rlfleet.models.catalog import ModelCatalog
+from rlfleet.models.sequence_wrapper import SequenceModelWrapper
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import _tensor
 from rlfleet.policy.towers import to_device
@@ -21,6 +24,24 @@ SB = SampleBatch
 # What every sequence loss reads besides its own columns.
 SEQUENCE_COLUMNS = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS, SB.SEQ_LENS,
                     SEQ_LOSS_START)
+
+
+def recurrent_features(obs_space, action_space, model_config: dict, name: str, algorithm: str
+                       ) -> Tuple[SequenceModelWrapper, int]:
+    """`(memory, width)`: the catalog's recurrent model for `model_config` (`use_lstm`: LSTM,
+    `use_attention`: GTrXL, over the usual feature model) giving its memory's output, of
+    `width` features, instead of logits: the algorithm puts its own heads on it."""
+    # One branch: the wrapper's separate value branch would never be used.
+    memory = ModelCatalog.get_model(obs_space, action_space, 1, dict(model_config, vf_share_layers=True),
+                                    name=f"{name}_memory")
+    if not isinstance(memory, SequenceModelWrapper):
+        raise ValueError(f"{algorithm} needs the catalog's recurrent model (use_lstm or use_attention); the model "
+                         f"config gave a {type(memory).__name__} (action-masking Dict observations are not available "
+                         f"for {algorithm} yet)")
+    width = int(memory.logits.in_features)
+    memory.logits = nn.Identity()
+    memory.value_head = None
+    return memory, width
 
 
 def sequence_tensors(policy, batch: SampleBatch, columns: Sequence[str]) -> Dict[str, torch.Tensor]:
@@ -74,5 +95,5 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, x, torch.zeros((), dtype=x.dtype)).sum() / mask.sum().clamp_min(1)
 
 
-__all__ = ["SEQUENCE_COLUMNS", "bootstrap_rows", "loss_rows", "masked_mean", "run_sequences", "sequence_states",
-           "sequence_tensors"]
+__all__ = ["SEQUENCE_COLUMNS", "bootstrap_rows", "loss_rows", "masked_mean", "recurrent_features", "run_sequences",
+           "sequence_states", "sequence_tensors"]

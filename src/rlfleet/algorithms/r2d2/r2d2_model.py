@@ -15,8 +15,7 @@ import torch
 from torch import nn
 
 from rlfleet.algorithms.dqn.dqn_model import QNetwork
-from rlfleet.models.catalog import ModelCatalog
-from rlfleet.models.sequence_wrapper import SequenceModelWrapper
+from rlfleet.algorithms.sequence_learning import recurrent_features
 from rlfleet.models.torch_model import TorchModel
 
 
@@ -41,18 +40,7 @@ class RecurrentQNetwork(nn.Module):
     def __init__(self, obs_space, action_space, model_config: dict, q_config: dict, name: str):
         super().__init__()
         num_actions = int(action_space.n)
-        # One memory for the Q-values: the wrapper's separate value branch would never be used.
-        core = ModelCatalog.get_model(obs_space, action_space, num_actions, dict(model_config, vf_share_layers=True),
-                                      name=f"{name}_memory")
-        if not isinstance(core, SequenceModelWrapper):
-            raise ValueError(f"R2D2 needs the catalog's recurrent model (model.use_lstm or model.use_attention); "
-                             f"the model config gave a {type(core).__name__} (action-masking Dict observations "
-                             "are not available for R2D2 yet)")
-        # The wrapper's own heads give way to the Q heads: its features pass through.
-        width = int(core.logits.in_features)
-        core.logits = nn.Identity()
-        core.value_head = None
-        self.memory = core
+        self.memory, width = recurrent_features(obs_space, action_space, model_config, name, "R2D2")
         self.heads = QNetwork(width, num_actions, fcnet_hiddens=[], fcnet_activation="linear",
                               hiddens=list(q_config["hiddens"] or []), dueling=bool(q_config["dueling"]),
                               num_atoms=1, noisy=False, sigma0=0.0, trunk=_Features(width))
