@@ -212,3 +212,14 @@ def test_memory_task_learned_by_r2d2_and_not_by_feed_forward_dqn(tmp_path):
     result, history = train_until(dqn, reward=0.9, max_timesteps=2500)
     dqn.stop()
     assert result["episode_reward_mean"] < 0.7, history
+
+
+def test_attention_memory_trains(tmp_path):
+    model = {"use_lstm": False, "use_attention": True, "attention_dim": 8, "attention_memory_inference": 4,
+             "attention_memory_training": 4, "max_seq_len": 5, "fcnet_hiddens": [8]}
+    trainer = R2D2Trainer(env=RepeatFirstObsEnv, config=dict(TINY, model=model, zero_init_states=False),
+                          logdir=str(tmp_path))
+    result = trainer.train()
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["loss"])
+    assert trainer.local_replay_buffer.get_state()["data/state_in_0"].shape[1:] == (4, 8)  # stored memories
+    trainer.stop()
