@@ -133,7 +133,7 @@ TINY = {"seed": 0, "model": {"max_seq_len": 5}, "policy_model": {"fcnet_hiddens"
         "Q_model": {"fcnet_hiddens": [8], "lstm_cell_size": 8, "lstm_use_prev_action": True},
         "learning_starts": 64, "train_batch_size": 40, "timesteps_per_iteration": 100, "min_iter_time_s": 0,
         "replay_burn_in": 3, "log_sys_usage": False, "store_buffer_in_checkpoints": True, "zero_init_states": False,
-        "prioritized_replay": True}
+        "prioritized_replay": True, "env_config": {"max_episode_steps": 30}}
 
 
 @pytest.mark.parametrize("env", [StatelessPendulum, StatelessCartPole], ids=["Box", "Discrete"])
