@@ -202,14 +202,14 @@ def test_remote_workers_fill_the_replay(ray_session, tmp_path):
 def test_memory_task_learned_by_r2d2_and_not_by_feed_forward_dqn(tmp_path):
     example = load_tuned_example("r2d2/repeat-first-obs-r2d2.yaml")
     r2d2 = R2D2Trainer(env=RepeatFirstObsEnv, config=example.config, logdir=str(tmp_path / "r2d2"))
-    result, history = train_until(r2d2, reward=0.9, max_timesteps=4000)
+    result, history = train_until(r2d2, reward=0.9, max_timesteps=3000)
     r2d2.stop()
     assert result["episode_reward_mean"] >= 0.9, history
     # The same settings without the memory: DQN sees only the last (blank, flagged) observation.
     model = {k: v for k, v in example.config["model"].items() if k not in ("use_lstm", "lstm_cell_size")}
     dqn = get_trainer_class("DQN")(env=RepeatFirstObsEnv, config=dict(example.config, model=model),
                                    logdir=str(tmp_path / "dqn"))
-    result, history = train_until(dqn, reward=0.9, max_timesteps=2500)
+    result, history = train_until(dqn, reward=0.9, max_timesteps=2000)
     dqn.stop()
     assert result["episode_reward_mean"] < 0.7, history
 
