@@ -48,6 +48,8 @@ SUPPORTED_ACTION_SPACES = {
     "BanditLinTS": {"Discrete"},
     "ES": {"Discrete", "Box"},
     "ARS": {"Discrete", "Box"},
+    "R2D2": {"Discrete"},
+    "RNNSAC": {"Box", "Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -88,6 +90,10 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "BanditLinTS": {"timesteps_per_iteration": 16},
     "ES": {"noise_size": 100_000, "episodes_per_batch": 4, "train_batch_size": 16, "model": {"fcnet_hiddens": [16]}},
     "ARS": {"noise_size": 100_000, "num_rollouts": 4, "rollouts_used": 2, "model": {"fcnet_hiddens": [16]}},
+    "R2D2": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4},
+             "hiddens": [16]},
+    "RNNSAC": {**_OFF_POLICY, "model": {"max_seq_len": 4}, "Q_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8},
+               "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)

@@ -40,6 +40,10 @@ CI_TIMESTEP_BUDGETS: Dict[str, Tuple[int, str]] = {
                                   "CPU); the Zoo's 500k steps (greedy 500) run in benchmarks/zoo.py"),
     "ppo/cartpole-ppo-zoo.yaml": (30000, "reaches 150 at ~9k steps (seed 0; 20 epochs per 256 steps, a few s of "
                                   "CPU); the Zoo's 100k steps (greedy 500) run in benchmarks/zoo.py"),
+    "r2d2/stateless-cartpole-r2d2.yaml": (100000, "seeds 0, 1, 2 reach 150 at 59.8k, 55.4k, 68.8k steps (~200-300 s "
+                                          "of CPU each); the reference's 1M would run for an hour before failing"),
+    "rnnsac/stateless-pendulum-rnnsac.yaml": (40000, "seeds 0, 1, 2 reach -300 at 14k, 20k, 25k steps (one update of "
+                                              "16 sequences per 2 steps, 6-8 min each on 2 busy cores)"),
     "apex/cartpole-apex.yaml": (60000, "2 remote workers: reaches 150 in 22-28k steps (3 seeds), ~40 s on 2 "
                                 "busy cores; 100k steps could pass pytest's timeout instead of failing with its "
                                 "reward history"),

@@ -33,6 +33,8 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "BanditLinTS": ("rlfleet.algorithms.bandits", "BanditLinTSTrainer"),
     "ES": ("rlfleet.algorithms.es", "ESTrainer"),
     "ARS": ("rlfleet.algorithms.ars", "ARSTrainer"),
+    "R2D2": ("rlfleet.algorithms.r2d2", "R2D2Trainer"),
+    "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
 }
 
 

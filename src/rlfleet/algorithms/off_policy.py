@@ -21,7 +21,7 @@ import numpy as np
 
 from rlfleet.algorithms.replay_keys import normalize_replay_config
 from rlfleet.algorithms.sampling import synchronous_parallel_sample
-from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
+from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from rlfleet.utils.seeding import derive_seed
 from rlfleet.replay import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer, n_step_transitions
 from rlfleet.trainer import Trainer
@@ -106,15 +106,28 @@ class OffPolicyTrainer(Trainer):
         self._update_credit -= n
         return n
 
+    def replay_items(self, policy_id: str, batch: SampleBatch, gamma: float) -> SampleBatch:
+        """What a policy's buffer stores of a sampled batch: one n-step transition per row
+        (R2D2 stores sequences instead)."""
+        return n_step_transitions(batch, self.config["n_step"], gamma)
+
+    def replay_batch_items(self) -> int:
+        """Items (transitions here) replayed per update."""
+        return self.config["train_batch_size"]
+
+    def replayed_steps(self, replayed: SampleBatch) -> int:
+        """Agent steps a replayed batch holds (one per transition here)."""
+        return replayed.count
+
     def _learn_from_replay(self, policy, buffer, sampled: int) -> Dict[str, Any]:
         """One update of `policy` on a batch replayed from `buffer`; refreshes priorities."""
         cfg = self.config
-        replayed = buffer.sample(cfg["train_batch_size"], beta=self.beta_schedule(sampled))
+        replayed = buffer.sample(self.replay_batch_items(), beta=self.beta_schedule(sampled))
         info = policy.learn_on_batch(replayed)
         td_error = info.pop("td_error")
         if cfg.get("prioritized_replay"):
             buffer.update_priorities(replayed[BATCH_INDEXES], np.abs(td_error) + cfg["prioritized_replay_eps"])
-        self.counters["num_agent_steps_trained"] += replayed.count
+        self.counters["num_agent_steps_trained"] += self.replayed_steps(replayed)
         return info
 
     def training_step(self) -> Dict[str, Any]:
@@ -131,7 +144,7 @@ class OffPolicyTrainer(Trainer):
             policy_batch = batch.policy_batches.get(pid)
             if policy_batch is not None and policy_batch.count > 0:
                 gamma = self.get_policy(pid).config.get("gamma", cfg["gamma"])
-                self.replay_buffer(pid).add(n_step_transitions(policy_batch, cfg["n_step"], gamma))
+                self.replay_buffer(pid).add(self.replay_items(pid, policy_batch, gamma))
         sampled = self.counters["num_agent_steps_sampled" if by_agent else "num_env_steps_sampled"]
         new_steps = batch.agent_steps() if by_agent else batch.env_steps()
 

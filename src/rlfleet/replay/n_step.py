@@ -25,6 +25,18 @@ N_STEPS = "n_steps"
 TRANSITION_COLUMNS = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS)
 
 
+def trajectory_end_rows(batch: SampleBatch) -> np.ndarray:
+    """True at the last row of each trajectory: where `eps_id` or `agent_index` changes next,
+    at a `dones` row, and at the end of the batch."""
+    ends = trajectory_ends(batch[SB.EPS_ID])
+    if SB.DONES in batch:
+        ends = ends | batch[SB.DONES].astype(bool)
+    if SB.AGENT_INDEX in batch and batch.count:  # one policy's rows may hold several agents of an episode
+        agents = batch[SB.AGENT_INDEX]
+        ends = ends | np.append(agents[1:] != agents[:-1], True)
+    return ends
+
+
 def n_step_transitions(batch: SampleBatch, n_step: int, gamma: float,
                        columns=TRANSITION_COLUMNS) -> SampleBatch:
     """The n-step transitions of a batch of contiguous trajectories.
@@ -43,12 +55,7 @@ def n_step_transitions(batch: SampleBatch, n_step: int, gamma: float,
     if n_step < 1:
         raise ValueError(f"'n_step': {n_step!r} must be an int >= 1")
     count = batch.count
-    ends = trajectory_ends(batch[SB.EPS_ID])
-    if SB.DONES in batch:
-        ends = ends | batch[SB.DONES].astype(bool)
-    if SB.AGENT_INDEX in batch and count:  # one policy's rows may hold several agents of an episode
-        agents = batch[SB.AGENT_INDEX]
-        ends = ends | np.append(agents[1:] != agents[:-1], True)
+    ends = trajectory_end_rows(batch)
     # Index of the last row of each row's trajectory: a reverse running minimum over the
     # positions of trajectory ends.
     end_pos = np.where(ends, np.arange(count), count)

@@ -124,6 +124,20 @@ def sac_losses(policy: "SACTorchPolicy", model: SACModel, dist_class, batch: Dic
     return {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss}, stats
 
 
+def sac_action_dist(space: gym.Space, normalize_actions: bool):
+    """`(dist_class, num_outputs)` of SAC's policy: categorical for Discrete actions, a squashed
+    Gaussian within the (normalised) bounds for Box actions."""
+    if isinstance(space, gym.spaces.Discrete):
+        return Categorical, int(space.n)
+    low, high = policy_action_bounds(space, normalize_actions)
+    low_t, high_t = torch.as_tensor(low), torch.as_tensor(high)
+
+    def dist_class(inputs, model=None):
+        return SquashedGaussian(inputs, model, low_t, high_t)
+
+    return dist_class, 2 * int(np.prod(space.shape))
+
+
 class SACTorchPolicy(TorchPolicy):
     """Acts by sampling its (squashed Gaussian or categorical) policy; three optimizers
     (critic, actor, alpha), each stepped on its own loss by TorchPolicy."""
@@ -157,16 +171,7 @@ class SACTorchPolicy(TorchPolicy):
         cfg = self.config
         refuse_custom_model(cfg["model"], "SAC and CQL", "'policy_model' and 'Q_model'")
         space = self.action_space
-        if isinstance(space, gym.spaces.Discrete):
-            dist_class, num_outputs = Categorical, int(space.n)
-        else:
-            low, high = policy_action_bounds(space, cfg["normalize_actions"])
-            low_t, high_t = torch.as_tensor(low), torch.as_tensor(high)
-
-            def dist_class(inputs, model=None):
-                return SquashedGaussian(inputs, model, low_t, high_t)
-
-            num_outputs = 2 * int(np.prod(space.shape))
+        dist_class, num_outputs = sac_action_dist(space, cfg["normalize_actions"])
         model = SACModel(self.observation_space, space, num_outputs, cfg["model"], f"{self.policy_id}_sac",
                          policy_model_config=cfg["policy_model"], q_model_config=cfg["Q_model"],
                          twin_q=bool(cfg["twin_q"]), initial_alpha=cfg["initial_alpha"])

@@ -1,7 +1,8 @@
 """Small example envs used by tests and tuned examples (memory, pixels, curriculum, the two-step game)."""
 from rlfleet.env.examples.curriculum import CurriculumCorridorEnv, corridor_curriculum
-from rlfleet.env.examples.memory import RepeatFirstObsEnv, StatelessCartPole
+from rlfleet.env.examples.memory import RepeatFirstObsEnv, StatelessCartPole, StatelessPendulum
 from rlfleet.env.examples.pixels import BrightPixelEnv
 from rlfleet.env.examples.two_step_game import TwoStepGame
 
-__all__ = ["RepeatFirstObsEnv", "StatelessCartPole", "BrightPixelEnv", "CurriculumCorridorEnv", "corridor_curriculum", "TwoStepGame"]
+__all__ = ["RepeatFirstObsEnv", "StatelessCartPole", "StatelessPendulum", "BrightPixelEnv", "CurriculumCorridorEnv",
+           "corridor_curriculum", "TwoStepGame"]

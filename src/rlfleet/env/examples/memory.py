@@ -6,6 +6,7 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 
 class RepeatFirstObsEnv(gym.Env):
@@ -75,3 +76,29 @@ class StatelessCartPole(CartPoleEnv):
         self._steps += 1
         truncated = truncated or self._steps >= self.max_episode_steps
         return obs[[0, 2]].astype(np.float32), reward, terminated, truncated, info
+
+
+class StatelessPendulum(PendulumEnv):
+    """Pendulum that shows only cos and sin of the angle (the angular velocity hidden): a policy
+    must infer the velocity from the sequence of observations.
+
+    Episodes are truncated at `max_episode_steps` (env_config, default 200, as Pendulum-v1).
+    """
+
+    def __init__(self, env_config: Optional[dict] = None):
+        super().__init__()
+        cfg = dict(env_config or {})
+        self.max_episode_steps = int(cfg.get("max_episode_steps", 200))
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self._steps = 0
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        obs, info = super().reset(seed=seed, options=options)
+        self._steps = 0
+        return obs[:2].astype(np.float32), info
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self._steps += 1
+        truncated = truncated or self._steps >= self.max_episode_steps
+        return obs[:2].astype(np.float32), reward, terminated, truncated, info

@@ -1,0 +1,72 @@
+"""What the recurrent off-policy trainers (R2D2, RNNSAC) share: their sequence-replay keys and a
+trainer whose buffers hold sequences (replay/sequences.py) instead of transitions.
+
+Each sampled episode is cut into sequences of `replay_burn_in + model.max_seq_len` rows that
+overlap by the burn-in; one buffer row per sequence. `buffer_size` counts sequences and
+`train_batch_size` counts steps: each update replays
+`train_batch_size // (replay_burn_in + max_seq_len)` sequences, as in the reference.
+"""
+from __future__ import annotations
+
+from typing import Any, List
+
+from rlfleet.algorithms.off_policy import OffPolicyTrainer
+from rlfleet.config import ConfigKey, InvalidValue, boolean, int_at_least, number_in
+from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.replay.sequences import replay_sequences
+
+K = ConfigKey
+
+
+def _computed_sequence_length(v: Any) -> Any:
+    if v != -1:
+        raise InvalidValue("-1: it is computed as replay_burn_in + model.max_seq_len (set those instead)")
+    return v
+
+
+def sequence_replay_keys(zero_init_states_doc: str = "", zero_init_states_check=boolean) -> List[ConfigKey]:
+    """The keys of sequence replay (`zero_init_states` with an algorithm's own meaning / check)."""
+    return [
+        K("zero_init_states", True, zero_init_states_doc or "Replayed sequences start from a zero memory (True) or "
+          "from the memory stored with them when they were acted (False).", zero_init_states_check),
+        K("replay_burn_in", 0, "Rows before each replayed sequence's trained rows that only warm its memory (no "
+          "loss on them); sequences overlap by this many rows.", int_at_least(0)),
+        K("replay_sequence_length", -1, "Rows per stored sequence: computed as replay_burn_in + model.max_seq_len "
+          "(leave it -1).", _computed_sequence_length),
+        K("prioritized_replay_eta", 0.9, "With prioritized_replay, a sequence's priority is eta * max + "
+          "(1 - eta) * mean of its rows' absolute TD errors (R2D2's mix).", number_in(0, 1)),
+    ]
+
+
+def sequence_length(config: dict) -> int:
+    """Rows per stored sequence: burn-in plus the trained rows."""
+    return int(config["replay_burn_in"]) + int(config["model"]["max_seq_len"])
+
+
+class SequenceReplayTrainer(OffPolicyTrainer):
+    """`OffPolicyTrainer` whose buffers store sequences; its policy learns on them (see
+    `algorithms/sequence_learning.py`) and records its memory's state while acting."""
+
+    def validate_algorithm_config(self, config: dict) -> None:
+        super().validate_algorithm_config(config)
+        if config["batch_mode"] != "complete_episodes":
+            raise ValueError(f"{self._name} needs 'batch_mode': 'complete_episodes' (got {config['batch_mode']!r}): "
+                             "replay sequences are cut from whole episodes")
+        if config.get("compress_observations"):
+            raise ValueError(f"'compress_observations': True is not available for {self._name} yet (replayed "
+                             "sequences store their observations as arrays); set it False")
+
+    def replay_items(self, policy_id: str, batch: SampleBatch, gamma: float) -> SampleBatch:
+        policy = self.get_policy(policy_id)
+        return replay_sequences(batch, max_seq_len=policy.max_seq_len, burn_in=self.config["replay_burn_in"],
+                                n_step=self.config["n_step"], gamma=gamma, num_states=policy.num_state_tensors(),
+                                stream_columns=(SampleBatch.OBS, *policy.view_columns))
+
+    def replay_batch_items(self) -> int:
+        return max(1, self.config["train_batch_size"] // sequence_length(self.config))
+
+    def replayed_steps(self, replayed: SampleBatch) -> int:
+        return int(replayed[SampleBatch.SEQ_LENS].sum())
+
+
+__all__ = ["SequenceReplayTrainer", "sequence_length", "sequence_replay_keys"]
