@@ -21,7 +21,7 @@ from tests.serving_helpers import cartpole_server, free_port, local_server, raw_
 
 OBS = [0.01, -0.02, 0.03, 0.04]
 ENDPOINTS = ["/v1/start_episode", "/v1/get_action", "/v1/log_action", "/v1/log_returns", "/v1/end_episode",
-             "/v1/report_samples"]
+             "/v1/report_samples", "/v1/trained_episodes"]
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,8 @@ def play_one_episode(client: PolicyClient, steps: int = 3) -> str:
      "rewards must be finite"),
     ("/v1/report_samples", {"batch": {"count": 2, "policies": {"default_policy": {
         "obs": np.zeros((2, 4)), "actions": np.zeros(3), "rewards": np.zeros(2)}}}}, 400, "differ in length"),
+    ("/v1/trained_episodes", {"episode_ids": "abc"}, 400, "field 'episode_ids' must be list"),
+    ("/v1/trained_episodes", {"episode_ids": [1, 2]}, 400, "'episode_ids' must be a list of at most"),
     ("/v1/nothing", {}, 404, "no such endpoint"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_problem(served, path, body, status, message):
@@ -146,6 +148,33 @@ def test_after_fuzzing_batches_hold_only_valid_steps(served):
     batch = server.next().policy_batches["default_policy"]
     assert np.isfinite(batch["rewards"]).all() and np.isfinite(batch["obs"]).all()
     assert batch["obs"].shape[1:] == (4,) and set(np.unique(batch["actions"])) <= {0, 1}
+
+
+def test_a_remote_client_keeps_finished_episodes_until_training_took_them(served):
+    """The answers to end_episode name the kept episodes training took; a bad `confirm` list is
+    refused before the episode ends; the client holds at most max_unconfirmed_episodes."""
+    server, port = served
+    while not server._queue.empty():  # what earlier tests left
+        server.next()
+    _, started = post(port, "/v1/start_episode", {})
+    assert post(port, "/v1/end_episode", {"episode_id": started["episode_id"], "observation": OBS,
+                                          "confirm": [None]})[0] == 400
+    client = PolicyClient(server.url)
+    played = [play_one_episode(client, steps=5) for _ in range(60)]  # 300 steps: one fragment (256)
+    assert client.unconfirmed_episodes == played  # nothing trained yet
+    server.next()
+    last = play_one_episode(client, steps=5)
+    kept = client.unconfirmed_episodes
+    assert played[-1] in kept and last in kept and played[0] not in kept and len(kept) < len(played)
+    assert post(port, "/v1/trained_episodes", {"episode_ids": played})[1]["trained"] == \
+        [eid for eid in played if eid not in kept]
+
+    tight = PolicyClient(server.url, max_unconfirmed_episodes=2, retry_deadline_s=0.3)
+    play_one_episode(tight)
+    with pytest.raises(RuntimeError, match="max_unconfirmed_episodes=2"):
+        play_one_episode(tight)
+    with pytest.raises(ValueError, match="max_unconfirmed_episodes=0"):
+        PolicyClient(server.url, max_unconfirmed_episodes=0)
 
 
 def test_a_report_sent_twice_is_trained_on_once(served):

@@ -7,7 +7,9 @@ The trainer has no env: its `input` is a policy server on `port + worker_index` 
 worker that samples (`--num-workers 0`: the trainer's own, on `port`; N: workers 1..N on
 port+1..port+N). Each iteration prints one JSON line (`timesteps_total`,
 `episode_reward_mean`, ...); with `--checkpoint-dir` it saves a checkpoint after each one and
-`--restore` continues from the latest there.
+`--restore` continues from the latest there. `--print-trained-episodes` also prints, for each
+batch of "remote" episodes training takes, `{"trained_episode_ids": [...]}` (the clients' ids of
+the episodes that ended in it).
 """
 from __future__ import annotations
 
@@ -35,9 +37,15 @@ CONFIGS = {
 def make_config(args: argparse.Namespace) -> dict:
     env = gym.make("CartPole-v1")
     server_kwargs = {"token": args.token} if args.token else {}
+    if args.print_trained_episodes:
+        server_kwargs["on_batch_taken"] = _print_trained
     return dict(CONFIGS[args.run], env=None, observation_space=env.observation_space, action_space=env.action_space,
                 input=policy_server_input(args.address, args.port, **server_kwargs), input_evaluation=[],
                 num_workers=args.num_workers, seed=args.seed, metrics_smoothing_episodes=20, min_iter_time_s=0)
+
+
+def _print_trained(episode_ids) -> None:
+    print(json.dumps({"trained_episode_ids": episode_ids}), flush=True)
 
 
 def main(argv=None) -> int:
@@ -52,6 +60,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stop-timesteps", type=int, default=100_000)
     parser.add_argument("--checkpoint-dir", default=None)
     parser.add_argument("--restore", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
+    parser.add_argument("--print-trained-episodes", action="store_true",
+                        help='print {"trained_episode_ids": [...]} for each batch of "remote" episodes trained on')
     args = parser.parse_args(argv)
     config = make_config(args)
     trainer_class = get_trainer_class(args.run)

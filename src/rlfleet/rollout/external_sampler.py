@@ -78,6 +78,11 @@ class ExternalEnvSampler:
         self.metrics: List[RolloutMetrics] = []
         self._live: Dict[str, _Live] = {}
         self._finished: List[MultiAgentEpisode] = []
+        self._ended_ids: List[str] = []  # the env's ids of the episodes ended since the last batch
+        # The env's ids of the episodes that ended before the last batch was built and after the
+        # one before (their rows are in it or in earlier batches; those not learned from have
+        # none): what a policy server confirms to its clients as trained.
+        self.last_batch_episode_ids: List[str] = []
         self._eps_counter = 0
         self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
         self._hooks = {name: callbacks.overrides(name)
@@ -241,6 +246,7 @@ class ExternalEnvSampler:
         self.metrics.append(ep.to_metrics())
         if live.training_enabled and ep.num_rows:
             self._finished.append(ep)
+        self._ended_ids.append(eid)
 
     # --- acting ------------------------------------------------------------------------------
     def _act(self, pending: List[tuple]) -> None:
@@ -275,14 +281,14 @@ class ExternalEnvSampler:
 
     # --- batches -----------------------------------------------------------------------------
     def _drop_rows(self) -> None:
-        self._finished = []
+        self._finished, self._ended_ids = [], []
         for live in self._live.values():
             live.episode.rows, live.episode.num_rows = {}, 0
 
     def _build(self, episodes: List[MultiAgentEpisode], env_steps: int) -> MultiAgentBatch:
         hook = self.callbacks if self._hooks["on_postprocess_trajectory"] else None
         batches = postprocessed_batches(episodes, self.worker, lambda pid: self.worker.policy_map[pid], hook)
-        self._finished = []
+        self.last_batch_episode_ids, self._finished, self._ended_ids = self._ended_ids, [], []
         for live in self._live.values():  # disabled episodes' rows are never learned from
             if not live.training_enabled:
                 live.episode.rows, live.episode.num_rows = {}, 0

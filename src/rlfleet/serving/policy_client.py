@@ -20,14 +20,25 @@ A server that cannot be reached is retried with backoff (serving/http_client.py)
 `retry_deadline_s`. When the server restarted (a new server id), "remote" episodes that were
 running are started again there under the same id before the call is repeated: the steps
 they had made before the restart are lost, the rest of each episode is not.
+
+Finished "remote" episodes are never lost: the client keeps each one's calls (observations
+sent, actions received, rewards, final observation) until the server confirms that training
+took the batch holding it (the answers to later `end_episode` calls name those it took), and
+sends the unconfirmed ones again to a restarted server, as logged steps (`log_action`) under
+their own ids. An episode trained just before a kill, whose confirmation never came back, is
+thus trained on twice: at least once, never lost. At most `max_unconfirmed_episodes` finished
+episodes are kept; `end_episode` waits for confirmations beyond that (training takes no
+batches from the server: the trainer is slow or stopped), up to `retry_deadline_s`.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import queue
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence
 
 from rlfleet.callbacks import DefaultCallbacks
@@ -36,11 +47,25 @@ from rlfleet.env.external_multi_agent_env import ExternalMultiAgentEnv
 from rlfleet.policy.policy_spec import PolicySpec
 from rlfleet.rollout.rollout_worker import RolloutWorker
 from rlfleet.serving.http_client import HTTPClient, ServerRefused
+from rlfleet.serving.policy_server_input import MAX_CONFIRM_IDS
 from rlfleet.serving.wire import decode_weights, encode_batch, encode_metrics, plain
 from rlfleet.utils.json_codec import ImportTrust, decode, find_untrusted
 
 logger = logging.getLogger(__name__)
 INFERENCE_MODES = ("remote", "local")
+# How often a client holding `max_unconfirmed_episodes` asks the server for confirmations.
+_CONFIRM_POLL_S = 0.5
+
+
+class _Ended:
+    """A finished "remote" episode kept until training took it: its calls, in order
+    (("act", obs, action), ("rewards", reward, info), ("end", obs, truncated)), and the id of
+    the server that holds it."""
+
+    __slots__ = ("calls", "server_id")
+
+    def __init__(self, calls: List[tuple], server_id: Optional[str]):
+        self.calls, self.server_id = calls, server_id
 
 
 class _ClientEnv(ExternalEnv):
@@ -69,24 +94,38 @@ class PolicyClient:
             rlfleet, gymnasium and your own modules already imported.
         config_overrides: "local": config entries replacing the server's (e.g. a
             `multiagent.policy_mapping_fn` that cannot travel).
-        retry_deadline_s: how long to keep retrying an unreachable server.
+        retry_deadline_s: how long to keep retrying an unreachable server (and, "remote", to wait
+            for confirmations when `max_unconfirmed_episodes` are kept).
         timeout_s: per request.
+        max_unconfirmed_episodes: "remote": finished episodes kept until training took them.
     """
 
     def __init__(self, address: str, inference_mode: str = "remote", update_interval: Optional[float] = 10.0, *,
                  token: Optional[str] = None, tls_ca: Optional[str] = None,
                  trusted_modules: Optional[Sequence[str]] = None, config_overrides: Optional[dict] = None,
-                 retry_deadline_s: float = 300.0, timeout_s: float = 60.0):
+                 retry_deadline_s: float = 300.0, timeout_s: float = 60.0, max_unconfirmed_episodes: int = 1000):
         if inference_mode not in INFERENCE_MODES:
             raise ValueError(f"PolicyClient(inference_mode={inference_mode!r}): use one of {INFERENCE_MODES}")
         if update_interval is not None and not (isinstance(update_interval, (int, float)) and update_interval > 0):
             raise ValueError(f"PolicyClient(update_interval={update_interval!r}): give seconds > 0, or None")
+        if not (isinstance(max_unconfirmed_episodes, int) and 1 <= max_unconfirmed_episodes <= MAX_CONFIRM_IDS):
+            raise ValueError(f"PolicyClient(max_unconfirmed_episodes={max_unconfirmed_episodes!r}): give an int in "
+                             f"1..{MAX_CONFIRM_IDS}")
         self.inference_mode = inference_mode
+        self.max_unconfirmed_episodes = max_unconfirmed_episodes
+        self.retry_deadline_s = retry_deadline_s
         self.update_interval = update_interval
         self._http = HTTPClient(address, token=token, tls_ca=tls_ca, timeout_s=timeout_s,
                                 retry_deadline_s=retry_deadline_s)
         self._open: Dict[str, List[Any]] = {}  # "remote": episode id -> [training_enabled, server id]
         self._open_lock = threading.Lock()
+        # "remote", learned-from episodes: the calls of those running, and those finished that
+        # training has not taken yet (see the module docstring).
+        self._calls: Dict[str, List[tuple]] = {}
+        self._unconfirmed: "OrderedDict[str, _Ended]" = OrderedDict()
+        self._resend_lock = threading.Lock()
+        self._synced_server: Optional[str] = None  # the server the unconfirmed episodes were checked against
+        self.episodes_resent = 0
         self.worker: Optional[RolloutWorker] = None
         self._env: Optional[ExternalEnv] = None
         self._last_update = 0.0
@@ -108,33 +147,50 @@ class PolicyClient:
         eid = answer["episode_id"]
         with self._open_lock:
             self._open[eid] = [training_enabled, self._http.server_id]
+            if training_enabled:
+                self._calls[eid] = []
+        self._resend_if_restarted()
         return eid
 
     def get_action(self, episode_id: str, observation: Any) -> Any:
         """The action for `observation` (a dict per agent for a multi-agent server)."""
         if self._env is not None:
             return self._local().get_action(episode_id, observation)
-        return self._episode_call("/v1/get_action", episode_id, {"observation": observation})["action"]
+        action = self._episode_call("/v1/get_action", episode_id, {"observation": observation})["action"]
+        self._record(episode_id, "act", observation, action)
+        return action
 
     def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
         """Records an action taken by another controller (off-policy)."""
         if self._env is not None:
             return self._local().log_action(episode_id, observation, action)
         self._episode_call("/v1/log_action", episode_id, {"observation": observation, "action": plain(action)})
+        self._record(episode_id, "act", observation, plain(action))
 
     def log_returns(self, episode_id: str, reward: Any, info: Optional[dict] = None) -> None:
         """Adds `reward` (a dict per agent for a multi-agent server) to the current step."""
         if self._env is not None:
             return self._local().log_returns(episode_id, reward, info)
         self._episode_call("/v1/log_returns", episode_id, {"reward": plain(reward), "info": info})
+        self._record(episode_id, "rewards", plain(reward), info)
 
     def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
         """Ends the episode (terminal, or `truncated` by a time limit)."""
         if self._env is not None:
             return self._local().end_episode(episode_id, observation, truncated)
-        self._episode_call("/v1/end_episode", episode_id, {"observation": observation, "truncated": truncated})
+        with self._open_lock:
+            asked = list(self._unconfirmed)
+        answer = self._episode_call("/v1/end_episode", episode_id,
+                                    {"observation": observation, "truncated": truncated, "confirm": asked})
         with self._open_lock:
             self._open.pop(episode_id, None)
+            calls = self._calls.pop(episode_id, None)
+            if calls:  # an episode without a step leaves no rows to lose
+                calls.append(("end", copy.deepcopy(observation), truncated))
+                self._unconfirmed[episode_id] = _Ended(calls, answer.get("server_id"))
+        self._confirmed(answer.get("trained", []))
+        if len(self._unconfirmed) >= self.max_unconfirmed_episodes:
+            self._wait_for_confirmations()
 
     def update_policy_weights(self) -> None:
         """"local": fetches the server's current weights now."""
@@ -150,11 +206,82 @@ class PolicyClient:
     def close(self) -> None:
         self._http.close()
 
+    @property
+    def unconfirmed_episodes(self) -> List[str]:
+        """"remote": the finished episodes kept until the server confirms that training took them."""
+        with self._open_lock:
+            return list(self._unconfirmed)
+
     # --- "remote" ------------------------------------------------------------------------------
+    def _record(self, episode_id: str, kind: str, first: Any, second: Any) -> None:
+        with self._open_lock:
+            calls = self._calls.get(episode_id)
+            if calls is not None:  # copies: the simulator may reuse its arrays
+                calls.append((kind, copy.deepcopy(first), copy.deepcopy(second)))
+
+    def _confirmed(self, trained: List[str]) -> None:
+        with self._open_lock:
+            for eid in trained:
+                self._unconfirmed.pop(eid, None)
+
+    def _wait_for_confirmations(self) -> None:
+        """Holds the simulator until training took some of the kept episodes (bounded memory)."""
+        deadline = time.monotonic() + self.retry_deadline_s
+        while True:
+            with self._open_lock:
+                asked = list(self._unconfirmed)
+            if len(asked) < self.max_unconfirmed_episodes:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PolicyClient: {len(asked)} finished episodes are still not confirmed as trained "
+                                   f"after {self.retry_deadline_s} s (max_unconfirmed_episodes="
+                                   f"{self.max_unconfirmed_episodes}); is the trainer taking batches from "
+                                   f"{self._http.address}? Raise max_unconfirmed_episodes or retry_deadline_s")
+            self._confirmed(self._http.call("/v1/trained_episodes", {"episode_ids": asked})["trained"])
+            self._resend_if_restarted()
+            time.sleep(_CONFIRM_POLL_S)
+
+    def _resend_if_restarted(self) -> None:
+        """Sends the unconfirmed episodes again to a server that does not hold them (a restart)."""
+        if self._http.server_id == self._synced_server:
+            return
+        with self._resend_lock:
+            while True:
+                current = self._http.server_id
+                with self._open_lock:
+                    lost = [(eid, ended) for eid, ended in self._unconfirmed.items() if ended.server_id != current]
+                if not lost:
+                    self._synced_server = current
+                    return
+                logger.warning("PolicyClient: the server restarted; sending %d finished episodes it had not trained "
+                               "on again", len(lost))
+                for eid, ended in lost:
+                    try:
+                        ended.server_id = self._resend(eid, ended.calls)
+                    except ServerRefused:
+                        if self._http.server_id == current:
+                            raise
+                        break  # it restarted again meanwhile: start over with the new server
+                    self.episodes_resent += 1
+
+    def _resend(self, eid: str, calls: List[tuple]) -> str:
+        """One finished episode as logged steps; returns the id of the server that took it."""
+        self._http.call("/v1/start_episode", {"episode_id": eid, "training_enabled": True})
+        answer: Dict[str, Any] = {}
+        for kind, first, second in calls:
+            if kind == "act":
+                self._http.call("/v1/log_action", {"episode_id": eid, "observation": first, "action": second})
+            elif kind == "rewards":
+                self._http.call("/v1/log_returns", {"episode_id": eid, "reward": first, "info": second})
+            else:
+                answer = self._http.call("/v1/end_episode", {"episode_id": eid, "observation": first,
+                                                             "truncated": second})
+        return answer["server_id"]
+
     def _episode_call(self, path: str, episode_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
         body = dict(body, episode_id=episode_id)
         try:
-            return self._http.call(path, body)
+            answer = self._http.call(path, body)
         except ServerRefused as exc:
             with self._open_lock:
                 state = self._open.get(episode_id)
@@ -164,7 +291,9 @@ class PolicyClient:
             logger.warning("PolicyClient: the server restarted; episode %r starts again there", episode_id)
             self._http.call("/v1/start_episode", {"episode_id": episode_id, "training_enabled": state[0]})
             state[1] = self._http.server_id
-            return self._http.call(path, body)
+            answer = self._http.call(path, body)
+        self._resend_if_restarted()
+        return answer
 
     # --- "local" -------------------------------------------------------------------------------
     def _local(self) -> ExternalEnv:

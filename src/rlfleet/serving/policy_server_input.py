@@ -19,10 +19,14 @@ Both kinds of batches reach the trainer through `next()`; the episodes' metrics 
 `pop_metrics()`. A reported batch is acknowledged (200) once `next()` has handed it to training
 (a client that retries with the same `report_id` never adds it twice); until then the client
 keeps it and retries, so a server killed meanwhile loses none it acknowledged. Episodes played
-in "remote" mode live in the server until training takes the batch that holds them: a killed
-server loses the steps of those in flight and of those ended since its last batch was taken
-(acknowledging `end_episode` only then would stall every simulator through each learning
-step); the client starts the running ones again on the restarted server (policy_client.py).
+in "remote" mode live in the server until training takes the batch that holds them; `end_episode`
+answers at once (waiting for training would stall a lone simulator, whose batch closes only when
+more steps arrive), so the client keeps each finished episode's steps until the server confirms
+that training took it: `end_episode` and `trained_episodes` requests carry the ids the client
+still holds, and the answer names those training took (remembered for the last
+`_ACKED_MEMORY` ids). A client that finds a restarted server sends the unconfirmed episodes
+again, as logged steps (policy_client.py): a finished episode is trained on at least once.
+The steps of episodes running at the kill are lost; the client starts them again there.
 
 Every request is checked before anything changes (serving/http_server.py for the transport,
 env/external_env.py for episode state and spaces, wire.py for batches and metrics); a bad one
@@ -35,7 +39,7 @@ import queue
 import threading
 import uuid
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from rlfleet.env.external_env import ExternalEnv
 from rlfleet.env.external_multi_agent_env import ExternalMultiAgentEnv
@@ -55,8 +59,11 @@ logger = logging.getLogger(__name__)
 # How long a `report_samples` request waits for training to take its batch before answering
 # 503 (the client retries with the same report_id, and waits again).
 ACK_WAIT_S = 20.0
-# Reported batches remembered as taken, so that a retried report is not trained on twice.
+# Reported batches remembered as taken, so that a retried report is not trained on twice; and
+# "remote" episode ids remembered as trained, for the clients' confirmations.
 _ACKED_MEMORY = 10_000
+# The most episode ids one request may ask to have confirmed.
+MAX_CONFIRM_IDS = 10_000
 
 
 def policy_server_input(address: str = "127.0.0.1", base_port: int = 9900, **kwargs: Any
@@ -82,12 +89,15 @@ class _ServedMultiAgent(ExternalMultiAgentEnv):
 
 
 class _Report:
-    """A batch on its way to training; `taken` is set once `next()` handed it over."""
+    """A batch on its way to training; `taken` is set once `next()` handed it over.
+    `episode_ids`: the "remote" episodes that end in it."""
 
-    __slots__ = ("batch", "metrics", "taken", "report_id")
+    __slots__ = ("batch", "metrics", "taken", "report_id", "episode_ids")
 
-    def __init__(self, batch: MultiAgentBatch, metrics: List[RolloutMetrics], report_id: Optional[str]):
+    def __init__(self, batch: MultiAgentBatch, metrics: List[RolloutMetrics], report_id: Optional[str],
+                 episode_ids: Sequence[str] = ()):
         self.batch, self.metrics, self.report_id = batch, metrics, report_id
+        self.episode_ids = list(episode_ids)
         self.taken = threading.Event()
 
 
@@ -102,11 +112,14 @@ class PolicyServerInput:
         tls_cert, tls_key: PEM files: serve HTTPS.
         max_concurrent: episodes that may run at once in "remote" mode.
         max_body_bytes: the largest request accepted.
+        on_batch_taken: called (in the training thread) with the ids of the "remote" episodes
+            that end in each batch `next()` hands to training.
     """
 
     def __init__(self, ioctx: IOContext, address: str = "127.0.0.1", port: int = 9900, *,
                  token: Optional[str] = None, tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
-                 max_concurrent: int = 100, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+                 max_concurrent: int = 100, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 on_batch_taken: Optional[Callable[[List[str]], None]] = None):
         worker = ioctx.worker
         if worker is None:
             raise ValueError("PolicyServerInput needs the rollout worker (IOContext.worker); use it as 'input'")
@@ -126,6 +139,8 @@ class PolicyServerInput:
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._pending: Dict[str, _Report] = {}
         self._acked: "OrderedDict[str, None]" = OrderedDict()
+        self._trained: "OrderedDict[str, None]" = OrderedDict()  # "remote" episode ids
+        self._on_batch_taken = on_batch_taken
         self._lock = threading.Lock()
         self._metrics: List[RolloutMetrics] = []
         # Batches next() handed out, by where they were played: "remote" episodes acted on
@@ -146,6 +161,7 @@ class PolicyServerInput:
             ("POST", "/v1/log_action"): self._log_action,
             ("POST", "/v1/log_returns"): self._log_returns,
             ("POST", "/v1/end_episode"): self._end_episode,
+            ("POST", "/v1/trained_episodes"): self._trained_episodes,
             ("POST", "/v1/report_samples"): self._report_samples,
         }
         self.server = PolicyHTTPServer(port=port, routes=routes, security=security, max_body_bytes=max_body_bytes,
@@ -172,10 +188,11 @@ class PolicyServerInput:
         with self._lock:
             if item.report_id is not None:
                 self._pending.pop(item.report_id, None)
-                self._acked[item.report_id] = None
-                if len(self._acked) > _ACKED_MEMORY:
-                    self._acked.popitem(last=False)
+                _remember(self._acked, [item.report_id])
+            _remember(self._trained, item.episode_ids)
         item.taken.set()
+        if self._on_batch_taken is not None and item.report_id is None:
+            self._on_batch_taken(list(item.episode_ids))
         return item.batch
 
     def pop_metrics(self) -> List[RolloutMetrics]:
@@ -227,7 +244,7 @@ class PolicyServerInput:
                 if update is not None:
                     child.set_weights(update[0], {"timestep": update[1]})
                 batch = child.sample()
-                self._queue.put(_Report(batch, child.get_metrics(), None))
+                self._queue.put(_Report(batch, child.get_metrics(), None, child.sampler.last_batch_episode_ids))
         except BaseException as exc:  # handed to the trainer by next()
             logger.exception("PolicyServerInput: the embedded sampler failed")
             self._queue.put(exc)
@@ -275,8 +292,18 @@ class PolicyServerInput:
     def _end_episode(self, body: Dict[str, Any]) -> Dict[str, Any]:
         eid = field(body, "episode_id", (str,))
         truncated = field(body, "truncated", (bool,), False)
+        asked = _episode_ids(body, "confirm")
         self._env().end_episode(eid, as_arrays(field(body, "observation", (object,))), truncated)
-        return {}
+        # The server id tells the client which server holds the episode now (a restart loses it).
+        return {"trained": self._trained_of(asked), "server_id": self.server.server_id}
+
+    def _trained_episodes(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        return {"trained": self._trained_of(_episode_ids(body, "episode_ids"))}
+
+    def _trained_of(self, ids: List[str]) -> List[str]:
+        """The episodes among `ids` that training took (see the module docstring)."""
+        with self._lock:
+            return [i for i in ids if i in self._trained]
 
     def _report_samples(self, body: Dict[str, Any]) -> Dict[str, Any]:
         report_id = field(body, "report_id", (str, type(None)), None)
@@ -297,4 +324,19 @@ class PolicyServerInput:
         return {"taken": True}
 
 
-__all__ = ["PolicyServerInput", "policy_server_input"]
+def _episode_ids(body: Dict[str, Any], name: str) -> List[str]:
+    ids = field(body, name, (list,), [])
+    if len(ids) > MAX_CONFIRM_IDS or not all(isinstance(i, str) for i in ids):
+        raise WireError(f"field {name!r} must be a list of at most {MAX_CONFIRM_IDS} episode ids (strings)")
+    return ids
+
+
+def _remember(memory: "OrderedDict[str, None]", keys: Sequence[str]) -> None:
+    """Adds `keys` to a bounded memory, forgetting the oldest beyond `_ACKED_MEMORY`."""
+    for key in keys:
+        memory[key] = None
+    while len(memory) > _ACKED_MEMORY:
+        memory.popitem(last=False)
+
+
+__all__ = ["PolicyServerInput", "policy_server_input", "MAX_CONFIRM_IDS"]
