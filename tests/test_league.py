@@ -4,6 +4,8 @@ snapshots on schedule, the league table in results and TensorBoard, snapshots sp
 the policy map's LRU, checkpoint round trips, and no illegal move."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -237,3 +239,26 @@ def test_a_league_without_its_main_policy_or_with_snapshots_training_is_refused(
     with pytest.raises(ValueError, match="set it to \\['main'\\]"):
         PPOTrainer(env="league_connect_four", logdir=str(tmp_path / "b"), config=_config(multiagent={
             "policies": {"main", "other"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: "main"}))
+
+
+def test_games_on_remote_workers_reach_the_table_and_snapshots_reach_the_workers(ray_session, tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    register_env("league_connect_four", CountingConnectFour.make)
+    # Settings given to the class through a partial, not a subclass.
+    league = functools.partial(LeagueCallbacks, LeagueSettings(snapshot_every=2, self_play_prob=0.5))
+    config = _config(num_workers=1, callbacks=league, num_envs_per_worker=1)
+    trainer = PPOTrainer(env="league_connect_four", config=config, logdir=str(tmp_path / "run"))
+    try:
+        results = [trainer.train() for _ in range(2)]
+        remote_ids = trainer.workers.foreach_worker(lambda w: sorted(w.policy_map))
+        assert remote_ids == [["main", "main_v1"]] * 2
+        mine = trainer.get_policy("main_v1").get_weights()
+        theirs = trainer.workers.foreach_worker(lambda w: w.get_policy("main_v1").get_weights())[1]
+        assert all(np.array_equal(mine[k], theirs[k]) for k in mine)
+        result = trainer.train()
+        assert results[-1]["league"]["main"]["games"] > 0
+        assert result["league"]["main_v1"]["games"] > 0  # drawn on the remote worker, counted here
+    finally:
+        trainer.stop()
