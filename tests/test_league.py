@@ -207,6 +207,7 @@ def test_checkpoint_round_trip_restores_snapshots_counts_and_mapping(league_run,
     path = trainer.save(str(tmp_path))
     restored = PPOTrainer(env="league_connect_four", config=_config(), logdir=str(tmp_path / "restored"))
     try:
+        early = restored.save(str(tmp_path / "early"))  # no snapshot yet
         restored.restore(path)
         assert restored.callbacks.league.to_state() == trainer.callbacks.league.to_state()
         assert list(restored.workers.local_worker().policy_map) == ["main", "main_v1", "main_v2"]
@@ -218,6 +219,9 @@ def test_checkpoint_round_trip_restores_snapshots_counts_and_mapping(league_run,
         assert mapping.match(7) == trainer.callbacks.mapping().match(7)
         result = restored.train()
         assert result["league"]["main_v1"]["games"] >= results[-1]["league"]["main_v1"]["games"]
+        restored.restore(early)  # back before the snapshots: they leave every worker
+        assert list(restored.workers.local_worker().policy_map) == ["main"]
+        assert restored.callbacks.league.to_state() == {"main": "main", "snapshots": [], "games": {}}
     finally:
         restored.stop()
 
