@@ -55,10 +55,19 @@ def config(seed: int) -> dict:
     }
 
 
+def vs_random(trainer, args) -> dict:
+    """Main against a random legal-move player: greedy, and sampling its moves."""
+    return {mode: play_games(connect_four_v3.env, policy_player(trainer, "main", explore=explore),
+                             random_legal_player(args.seed), args.eval_games, seed=args.seed)
+            for mode, explore in (("greedy", False), ("sampled", True))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--timesteps", type=int, default=300_000, help="env steps to train for")
     parser.add_argument("--eval-games", type=int, default=200, help="games per head-to-head match")
+    parser.add_argument("--eval-every", type=int, default=0,
+                        help="also play --eval-games games against the random player every this many iterations")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -71,24 +80,23 @@ def main() -> None:
             table = {opp: f"{row['win_rate']:.2f}/{row['games']}" for opp, row in result["league"].items()}
             print(f"iter {result['training_iteration']} steps {result['timesteps_total']} "
                   f"{time.time() - start:.0f}s win_rate/games: {table}", flush=True)
+            if args.eval_every and result["training_iteration"] % args.eval_every == 0:
+                print(json.dumps({"timesteps": result["timesteps_total"], "vs_random": vs_random(trainer, args)}),
+                      flush=True)
             if result["timesteps_total"] >= args.timesteps:
                 break
         train_s = time.time() - start
-        greedy = policy_player(trainer, "main", explore=False)
-        sampled = policy_player(trainer, "main", explore=True)
         report = {
             "timesteps": result["timesteps_total"], "iterations": result["training_iteration"],
             "train_minutes": round(train_s / 60, 1), "snapshots": len(trainer.callbacks.league.snapshots),
-            # Greedy main against a random legal-move player.
-            "vs_random": play_games(connect_four_v3.env, greedy, random_legal_player(args.seed),
-                                    args.eval_games, seed=args.seed),
+            "vs_random": vs_random(trainer, args),
         }
         if trainer.callbacks.league.snapshots:
             first = trainer.callbacks.league.snapshots[0]
             # Both sides sample their moves: two greedy players would replay the same two games.
             report["vs_first_snapshot"] = play_games(
-                connect_four_v3.env, sampled, policy_player(trainer, first, explore=True), args.eval_games,
-                seed=args.seed)
+                connect_four_v3.env, policy_player(trainer, "main", explore=True),
+                policy_player(trainer, first, explore=True), args.eval_games, seed=args.seed)
         print(json.dumps(report), flush=True)
     finally:
         trainer.stop()
