@@ -5,6 +5,7 @@ tuned example and the test that guards it cannot drift apart (STYLE.md: no inlin
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Tuple
@@ -161,3 +162,24 @@ def kill_remote_worker(ray: Any, handle: Any, timeout_s: float = 30.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"the killed actor {handle} still answered after {timeout_s} s")
+
+
+def read_tb_scalars(folder: str) -> Dict[str, List[Tuple[int, float]]]:
+    """{tag: [(step, value)]} from every event file in `folder`, parsed with tensorboardX's
+    own protobuf messages and the TFRecord framing (length, crc, data, crc)."""
+    import glob
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    scalars = {}
+    for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
+        data = open(path, "rb").read()
+        pos = 0
+        while pos < len(data):
+            (length,) = struct.unpack("<Q", data[pos:pos + 8])
+            event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + length])
+            pos += 12 + length + 4
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars

@@ -32,7 +32,8 @@ LAYERS: List[Tuple[int, Tuple[str, ...]]] = [
     (3, ("rlfleet.rollout", "rlfleet.replay", "rlfleet.offline", "rlfleet.config")),
     (4, ("rlfleet.trainer", "rlfleet.trainer_policies", "rlfleet.trainer_checks", "rlfleet.evaluation", "rlfleet.evaluate_checkpoint", "rlfleet.checkpoint",
          "rlfleet.resources", "rlfleet.logger", "rlfleet.run_folder", "rlfleet.result_values",
-         "rlfleet.progress", "rlfleet.plot", "rlfleet.fault_tolerance", "rlfleet.acting", "rlfleet.serving")),
+         "rlfleet.progress", "rlfleet.plot", "rlfleet.fault_tolerance", "rlfleet.acting", "rlfleet.serving",
+         "rlfleet.league")),
     (5, ("rlfleet.algorithms",)),
     (6, ("rlfleet.tune", "rlfleet.cli")),
 ]

@@ -20,6 +20,7 @@ from rlfleet.logger import (
     make_logdir,
     to_jsonable,
 )
+from tests.helpers import read_tb_scalars
 
 
 def _result(i: int, **extra):
@@ -266,7 +267,7 @@ def test_tensorboard_scalars_when_available(tmp_path):
     with UnifiedLogger({}, str(tmp_path)) as log:
         log.on_result(_result(2, flag=True, name="x"))
         log.on_result(_result(3))
-    tags = {tag: values for tag, values in _read_tb_scalars(str(tmp_path)).items()}
+    tags = {tag: values for tag, values in read_tb_scalars(str(tmp_path)).items()}
     assert tags["episode_reward_mean"][0] == (2000, 20.0)
     assert tags["info/learner/default_policy/policy_loss"][0] == (2000, 0.25)
     assert [step for step, _ in tags["episode_reward_mean"]] == [2000, 3000]
@@ -322,27 +323,6 @@ def _tiny_ppo(tmp_path, **config):
     return PPOTrainer(env="Pendulum-v1", config=dict(base, **config), logdir=str(tmp_path / "run"))
 
 
-def _read_tb_scalars(folder):
-    """{tag: [(step, value)]} from every event file in `folder`, parsed with tensorboardX's
-    own protobuf messages and the TFRecord framing (length, crc, data, crc)."""
-    import glob
-    import struct
-
-    from tensorboardX.proto import event_pb2
-
-    scalars = {}
-    for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
-        data = open(path, "rb").read()
-        pos = 0
-        while pos < len(data):
-            (length,) = struct.unpack("<Q", data[pos:pos + 8])
-            event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + length])
-            pos += 12 + length + 4
-            for value in event.summary.value:
-                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
-    return scalars
-
-
 def test_trainer_writes_tensorboard_events_and_sys_usage(tmp_path):
     trainer = _tiny_ppo(tmp_path)  # defaults: the three built-in loggers, log_sys_usage on
     results = [trainer.train() for _ in range(2)]
@@ -351,7 +331,7 @@ def test_trainer_writes_tensorboard_events_and_sys_usage(tmp_path):
     assert 0 <= results[1]["perf"]["ram_util_percent"] <= 100
     run = str(tmp_path / "run")
     assert {"params.json", "result.json", "progress.csv"} <= set(os.listdir(run))
-    scalars = _read_tb_scalars(run)
+    scalars = read_tb_scalars(run)
     assert [step for step, _ in scalars["timesteps_total"]] == [128, 256]
     assert [value for _, value in scalars["training_iteration"]] == [1.0, 2.0]
     assert "perf/cpu_util_percent" in scalars

@@ -49,6 +49,14 @@ class DefaultCallbacks:
         if fn is not None:
             fn(info)
 
+    # --- state (in trainer checkpoints) ---------------------------------------------------
+    def get_state(self) -> Dict[str, Any]:
+        """The trainer's callbacks' state for checkpoints (JSON data and NumPy arrays); `{}`: none."""
+        return {}
+
+    def set_state(self, *, trainer, state: Dict[str, Any]) -> None:
+        """Takes `get_state()` output back, before the trainer's own state is applied."""
+
     # --- hooks -------------------------------------------------------------------
     def on_trainer_init(self, *, trainer, **kwargs) -> None:
         """Called once at the end of `Trainer.__init__`."""

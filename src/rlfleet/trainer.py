@@ -292,9 +292,10 @@ class Trainer(TrainerPolicies):
         """Everything a resume needs, as nested dicts of NumPy arrays and JSON scalars:
         `algorithm`, `iteration`, `counters`, `episodes_total`, `time_total_s`, `resume_seed`
         (envs restart from it after `set_state`) and `worker`: the local worker's state
-        (policies with their optimizers and RNG states, filters, sampler)."""
+        (policies with their optimizers and RNG states, filters, sampler); `callbacks` when
+        the callbacks' `get_state()` holds something."""
         seed = self.config.get("seed")
-        return {
+        state = {
             "algorithm": self._name,
             "iteration": int(self.iteration),
             "counters": {k: int(v) for k, v in self.counters.items()},
@@ -303,6 +304,10 @@ class Trainer(TrainerPolicies):
             "resume_seed": derive_seed(seed, "resume", self.iteration) if seed is not None else secrets.randbits(63),
             "worker": self.workers.local_worker().get_state(),
         }
+        callbacks_state = self.callbacks.get_state()
+        if callbacks_state:  # e.g. a self-play league's snapshots (rlfleet/league)
+            state["callbacks"] = callbacks_state
+        return state
 
     def set_state(self, state: Dict[str, Any]) -> None:
         """Applies `get_state()` output on every worker (evaluation workers without the RNG
@@ -312,6 +317,8 @@ class Trainer(TrainerPolicies):
             ValueError: before anything changes, when the state is of another algorithm or
                 holds a policy this trainer lacks or weights that do not fit.
         """
+        if "callbacks" in state:  # first: they may add policies the worker state holds (league snapshots)
+            self.callbacks.set_state(trainer=self, state=state["callbacks"])
         self._check_state_fits(state)
         seed = state.get("resume_seed")
         worker_state = dict(state["worker"], restart_episodes=seed if isinstance(seed, int) else None)

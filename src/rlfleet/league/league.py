@@ -1,0 +1,154 @@
+"""The league's state: the main policy's frozen snapshots, the games main played against
+each opponent, and prioritised fictitious self-play (PFSP) matchmaking over them.
+
+Matchmaking (AlphaStar's PFSP, Vinyals et al. 2019, "hard" weighting):
+
+| opponent        | probability                                                             |
+| --------------- | ----------------------------------------------------------------------- |
+| main itself     | `self_play_prob` (1 while there is no snapshot)                         |
+| snapshot s      | `(1 - self_play_prob) * w(s) / sum(w)`, `w(s) = max(loss(s) ** p, floor)` |
+
+`loss(s)` is main's non-win rate against s, `1 - (wins + draws / 2) / games`; a snapshot
+not played yet has `w = 1` (the largest weight), so each new snapshot gets tried. The floor
+keeps every snapshot in play after main has learnt to beat it.
+
+State is plain JSON (`to_state` / `from_state`): it goes into trainer checkpoints as is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+WIN, LOSS, DRAW = "win", "loss", "draw"
+OUTCOMES = (WIN, LOSS, DRAW)
+
+
+@dataclass(frozen=True)
+class LeagueSettings:
+    """How a league runs.
+
+    Args:
+        main: the id of the policy that trains (PPO's `policies_to_train` stays `[main]`).
+        seats: the two agent ids of the two-player game (e.g. `("player_0", "player_1")`);
+            main takes the first seat in even-numbered episodes and the second in odd ones.
+        snapshot_every: every this many training iterations, main's weights are frozen
+            into a new snapshot policy `<main>_v<k>`.
+        self_play_prob: the share of episodes played against main itself once snapshots exist.
+        pfsp_p: the exponent p of the PFSP weighting `loss_rate ** p`.
+        pfsp_floor: the least weight a snapshot gets (> 0: each stays in play).
+        seed: seeds each episode's opponent draw (with the episode id); None: the trainer's seed.
+    """
+
+    main: str = "main"
+    seats: Tuple[str, str] = ("player_0", "player_1")
+    snapshot_every: int = 5
+    self_play_prob: float = 0.2
+    pfsp_p: float = 2.0
+    pfsp_floor: float = 0.05
+    seed: Any = None
+
+    def __post_init__(self):
+        checks = (
+            ("main", isinstance(self.main, str) and self.main, "a non-empty policy id (str)"),
+            ("seats", isinstance(self.seats, (tuple, list)) and len(self.seats) == 2
+             and self.seats[0] != self.seats[1], "two different agent ids, e.g. ('player_0', 'player_1')"),
+            ("snapshot_every", isinstance(self.snapshot_every, int) and self.snapshot_every >= 1, "an int >= 1"),
+            ("self_play_prob", _is_number(self.self_play_prob) and 0.0 <= self.self_play_prob < 1.0,
+             "a number in [0, 1): below 1 so that snapshots get played"),
+            ("pfsp_p", _is_number(self.pfsp_p) and self.pfsp_p >= 0, "a number >= 0"),
+            ("pfsp_floor", _is_number(self.pfsp_floor) and 0.0 < self.pfsp_floor <= 1.0,
+             "a number in (0, 1]: a snapshot with weight 0 would never be tried again"),
+            ("seed", self.seed is None or isinstance(self.seed, int), "an int or None"),
+        )
+        for name, ok, wanted in checks:
+            if not ok:
+                raise ValueError(f"LeagueSettings.{name}: {getattr(self, name)!r} must be {wanted}")
+        object.__setattr__(self, "seats", tuple(self.seats))
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
+
+
+@dataclass
+class League:
+    """Snapshots and game counts of one main policy, and the PFSP opponent distribution.
+
+    Attributes:
+        settings: the `LeagueSettings`.
+        snapshots: snapshot policy ids, oldest first.
+        games: `{opponent id: {"win": n, "loss": n, "draw": n}}` from main's side; the
+            opponent id is main's own for self-play games.
+    """
+
+    settings: LeagueSettings
+    snapshots: List[str] = field(default_factory=list)
+    games: Dict[str, Dict[str, int]] = field(default_factory=dict)
+
+    # --- snapshots and results ---------------------------------------------------------
+    def next_snapshot_id(self) -> str:
+        return f"{self.settings.main}_v{len(self.snapshots) + 1}"
+
+    def add_snapshot(self, policy_id: str) -> None:
+        if policy_id in self.snapshots or policy_id == self.settings.main:
+            raise ValueError(f"League: snapshot id {policy_id!r} is taken (main: {self.settings.main!r}, "
+                             f"snapshots: {self.snapshots})")
+        self.snapshots.append(policy_id)
+
+    def record(self, opponent: str, outcome: str, count: int = 1) -> None:
+        """Counts `count` games of main against `opponent` that ended in `outcome` (main's side)."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"League.record: outcome {outcome!r} must be one of {OUTCOMES}")
+        row = self.games.setdefault(opponent, {k: 0 for k in OUTCOMES})
+        row[outcome] += int(count)
+
+    def merge(self, games: Dict[str, Dict[str, int]]) -> None:
+        """Adds counts in `record`'s layout (e.g. a worker's since the last merge)."""
+        for opponent, row in games.items():
+            for outcome, n in row.items():
+                self.record(opponent, outcome, n)
+
+    def win_rate(self, opponent: str) -> float:
+        """Main's `(wins + draws / 2) / games` against `opponent`; NaN before any game."""
+        row = self.games.get(opponent)
+        played = sum(row.values()) if row else 0
+        return (row[WIN] + 0.5 * row[DRAW]) / played if played else float("nan")
+
+    def table(self) -> Dict[str, Dict[str, float]]:
+        """The league table: `{opponent: {"win_rate", "games"}}` for each opponent played."""
+        return {opp: {"win_rate": self.win_rate(opp), "games": int(sum(row.values()))}
+                for opp, row in self.games.items()}
+
+    # --- matchmaking -------------------------------------------------------------------
+    def probabilities(self) -> Dict[str, float]:
+        """`{opponent: probability}` for the next episodes (see the module docstring)."""
+        s = self.settings
+        if not self.snapshots:
+            return {s.main: 1.0}
+        weights = np.array([self._pfsp_weight(opp) for opp in self.snapshots], dtype=np.float64)
+        shares = (1.0 - s.self_play_prob) * weights / weights.sum()
+        probs = {s.main: float(s.self_play_prob)}
+        probs.update({opp: float(p) for opp, p in zip(self.snapshots, shares)})
+        return probs
+
+    def _pfsp_weight(self, opponent: str) -> float:
+        rate = self.win_rate(opponent)
+        if np.isnan(rate):
+            return 1.0
+        return max((1.0 - rate) ** self.settings.pfsp_p, self.settings.pfsp_floor)
+
+    # --- state (JSON) ------------------------------------------------------------------
+    def to_state(self) -> Dict[str, Any]:
+        return {"main": self.settings.main, "snapshots": list(self.snapshots),
+                "games": {opp: dict(row) for opp, row in self.games.items()}}
+
+    def load_state(self, state: Dict[str, Any]) -> None:
+        """Takes `to_state()` output (snapshots and counts) of a league of the same main policy."""
+        if state.get("main") != self.settings.main:
+            raise ValueError(f"League state is of main policy {state.get('main')!r}, but this league's main is "
+                             f"{self.settings.main!r}; set LeagueSettings(main={state.get('main')!r})")
+        self.snapshots = [str(x) for x in state["snapshots"]]
+        self.games = {}
+        self.merge(state.get("games") or {})

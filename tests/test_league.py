@@ -1,0 +1,268 @@
+"""League self-play (rlfleet/league): PFSP matchmaking against known counts, the per-episode
+seat mapping, and PPO on connect four through the PettingZoo AEC adapter with action masks:
+snapshots on schedule, the league table in results and TensorBoard, snapshots spilled by
+the policy map's LRU, checkpoint round trips, and no illegal move."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from rlfleet.league import League, LeagueCallbacks, LeagueMapping, LeagueSettings
+from tests.helpers import read_tb_scalars
+
+pytest.importorskip("pettingzoo.classic")
+from pettingzoo.classic import connect_four_v3  # noqa: E402
+
+SEATS = ("player_0", "player_1")
+
+
+# --------------------------------------------------------------------------------------
+# PFSP matchmaking and the table, on known counts
+# --------------------------------------------------------------------------------------
+def _league(**settings) -> League:
+    league = League(LeagueSettings(**settings))
+    for sid, (w, l, d) in {"main_v1": (7, 3, 0), "main_v2": (2, 6, 2), "main_v3": (10, 0, 0)}.items():
+        league.add_snapshot(sid)
+        league.record(sid, "win", w)
+        league.record(sid, "loss", l)
+        league.record(sid, "draw", d)
+    league.add_snapshot("main_v4")  # not played yet
+    return league
+
+
+def test_pfsp_probabilities_follow_loss_rates_with_a_floor():
+    league = _league(self_play_prob=0.25, pfsp_p=2.0, pfsp_floor=0.05)
+    loss = {"main_v1": 1 - 0.7, "main_v2": 1 - (2 + 1) / 10, "main_v3": 0.0}
+    weights = {"main_v1": loss["main_v1"] ** 2, "main_v2": loss["main_v2"] ** 2,
+               "main_v3": 0.05, "main_v4": 1.0}  # v3: beaten every time, kept at the floor; v4: untried
+    total = sum(weights.values())
+    probs = league.probabilities()
+    assert probs["main"] == pytest.approx(0.25)
+    for sid, w in weights.items():
+        assert probs[sid] == pytest.approx(0.75 * w / total)
+    assert sum(probs.values()) == pytest.approx(1.0)
+    assert league.table()["main_v2"] == {"win_rate": pytest.approx(0.3), "games": 10}
+    assert "main_v4" not in league.table()
+    # p = 1 weighs by the loss rate itself
+    flat = _league(self_play_prob=0.0, pfsp_p=1.0).probabilities()
+    assert flat["main_v2"] / flat["main_v1"] == pytest.approx(0.7 / 0.3)
+    assert League(LeagueSettings()).probabilities() == {"main": 1.0}  # no snapshot yet: self-play only
+
+
+def test_league_state_round_trips_and_bad_settings_name_the_key():
+    league = _league()
+    other = League(LeagueSettings())
+    other.load_state(league.to_state())
+    assert other.to_state() == league.to_state() and other.probabilities() == league.probabilities()
+    with pytest.raises(ValueError, match="main policy 'main'.*LeagueSettings\\(main='main'\\)"):
+        League(LeagueSettings(main="hero")).load_state(league.to_state())
+    with pytest.raises(ValueError, match="pfsp_floor: 0.0 must be a number in \\(0, 1\\]"):
+        LeagueSettings(pfsp_floor=0.0)
+    with pytest.raises(ValueError, match="seats"):
+        LeagueSettings(seats=("a", "a"))
+    with pytest.raises(ValueError, match="self_play_prob"):
+        LeagueSettings(self_play_prob=1.0)
+
+
+class _Episode:
+    def __init__(self, episode_id):
+        self.episode_id, self.user_data = episode_id, {}
+
+
+def test_mapping_gives_main_one_seat_alternating_and_draws_opponents_by_probability():
+    probs = {"main": 0.2, "main_v1": 0.5, "main_v2": 0.3}
+    mapping = LeagueMapping(main="main", seats=SEATS, probabilities=probs, seed=3)
+    drawn, first_seat = [], 0
+    for eid in range(4000):
+        ep = _Episode(eid)
+        pids = [mapping(a, ep) for a in SEATS]
+        opponent = ep.user_data["league"]["opponent"]
+        main_agent = ep.user_data["league"]["main_agent"]
+        assert main_agent == SEATS[eid % 2] and pids[SEATS.index(main_agent)] == "main"
+        assert pids[1 - SEATS.index(main_agent)] == opponent  # the other seat: the drawn opponent
+        assert mapping(SEATS[0], _Episode(eid)) == pids[0]  # the same episode id, the same draw
+        drawn.append(opponent)
+        first_seat += main_agent == SEATS[0]
+    assert first_seat == 2000
+    for pid, p in probs.items():
+        assert drawn.count(pid) / len(drawn) == pytest.approx(p, abs=0.03)
+    with pytest.raises(ValueError, match="agent 'player_9' is none of the league's seats"):
+        mapping("player_9", _Episode(0))
+
+
+# --------------------------------------------------------------------------------------
+# PPO on connect four
+# --------------------------------------------------------------------------------------
+class CountingConnectFour:
+    """The AEC adapter on connect four, counting moves the board's mask forbids."""
+
+    illegal = 0
+
+    @staticmethod
+    def make(ctx=None):
+        from rlfleet.env.pettingzoo import PettingZooEnv
+
+        class Counting(PettingZooEnv):
+            def step(self, action_dict):
+                agent = self.env.agent_selection
+                if not self.env.observe(agent)["action_mask"][action_dict[agent]]:
+                    CountingConnectFour.illegal += 1
+                return super().step(action_dict)
+        return Counting(connect_four_v3.env())
+
+
+class SeatCheckingLeague(LeagueCallbacks):
+    """Also checks every finished episode's seats (local worker: num_workers 0)."""
+
+    settings = LeagueSettings(snapshot_every=2, self_play_prob=0.3)
+    seatings: list = []
+
+    def on_episode_end(self, *, worker, base_env, policies, episode, env_index=None, **kwargs):
+        if "league" in episode.user_data:
+            SeatCheckingLeague.seatings.append((list(episode.agent_rewards),
+                                                dict(episode.user_data["league"])))
+        super().on_episode_end(worker=worker, base_env=base_env, policies=policies, episode=episode,
+                               env_index=env_index, **kwargs)
+
+
+def _config(**overrides):
+    config = {"seed": 0, "callbacks": SeatCheckingLeague, "num_envs_per_worker": 2,
+              "multiagent": {"policies": {"main"}, "policies_to_train": ["main"],
+                             "policy_mapping_fn": lambda agent_id, *args, **kwargs: "main",
+                             "policy_map_capacity": 2},
+              "model": {"fcnet_hiddens": [32]}, "rollout_fragment_length": 100, "train_batch_size": 200,
+              "sgd_minibatch_size": 100, "num_sgd_iter": 1}
+    config.update(overrides)
+    return config
+
+
+@pytest.fixture(scope="module")
+def league_run(tmp_path_factory):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    register_env("league_connect_four", CountingConnectFour.make)
+    CountingConnectFour.illegal = 0
+    SeatCheckingLeague.seatings = []
+    logdir = tmp_path_factory.mktemp("league")
+    trainer = PPOTrainer(env="league_connect_four", config=_config(), logdir=str(logdir / "run"))
+    results = [trainer.train() for _ in range(5)]
+    yield trainer, results, logdir
+    trainer.stop()
+
+
+def test_snapshots_on_schedule_and_spilled_beyond_the_policy_map_capacity(league_run):
+    trainer, results, _ = league_run
+    assert [sorted(r["league"]) for r in results] == [
+        ["main"], ["main", "main_v1"], ["main", "main_v1"], ["main", "main_v1", "main_v2"],
+        ["main", "main_v1", "main_v2"]]
+    policy_map = trainer.workers.local_worker().policy_map
+    assert list(policy_map) == ["main", "main_v1", "main_v2"]
+    assert trainer.workers.local_worker().policies_to_train == ["main"]
+    # capacity 2: a snapshot lives on disk until an episode draws it again
+    assert len(policy_map.in_memory()) == 2 and len(policy_map.spilled()) == 1
+    # snapshots are frozen copies of main at their iteration: v1 != v2, neither trained since
+    v1, v2 = (trainer.get_policy(p).get_weights() for p in ("main_v1", "main_v2"))
+    assert any(not np.array_equal(v1[k], v2[k]) for k in v1)
+
+
+def test_the_table_counts_every_league_game_and_main_holds_exactly_one_seat(league_run):
+    trainer, results, _ = league_run
+    seatings = SeatCheckingLeague.seatings
+    games = sum(row["games"] for row in results[-1]["league"].values())
+    assert games == len(seatings) > 0
+    assert results[-1]["episodes_total"] - 2 <= games <= results[-1]["episodes_total"]  # 2 envs began unmapped
+    assert results[-1]["league"]["main_v1"]["games"] > 0
+    firsts = 0
+    for agent_policies, match in seatings:
+        by_agent = dict(agent_policies)  # [(agent, policy)] -> {agent: policy}
+        assert len(agent_policies) == 2 and set(by_agent) == set(SEATS)
+        main_agent = match["main_agent"]
+        other = SEATS[1 - SEATS.index(main_agent)]
+        assert by_agent[main_agent] == "main" and by_agent[other] == match["opponent"]
+        firsts += main_agent == SEATS[0]
+    assert abs(firsts - len(seatings) / 2) <= 0.2 * len(seatings)
+    assert sum(1 for _, m in seatings if m["opponent"] != "main") > 0
+    table = results[-1]["league"]
+    assert set(table["main"]) == {"win_rate", "games", "prob"}
+    assert sum(row["prob"] for row in table.values()) == pytest.approx(1.0)
+
+
+def test_the_league_table_reaches_tensorboard_and_no_move_was_illegal(league_run):
+    trainer, results, logdir = league_run
+    trainer.workers.local_worker().sample()  # a few more games, through the counting env
+    assert CountingConnectFour.illegal == 0
+    scalars = read_tb_scalars(str(logdir / "run"))
+    for column in ("games", "win_rate", "prob"):
+        step, value = scalars[f"league/main_v1/{column}"][-1]
+        assert value == pytest.approx(results[-1]["league"]["main_v1"][column])
+
+
+def test_checkpoint_round_trip_restores_snapshots_counts_and_mapping(league_run, tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    trainer, results, _ = league_run
+    path = trainer.save(str(tmp_path))
+    restored = PPOTrainer(env="league_connect_four", config=_config(), logdir=str(tmp_path / "restored"))
+    try:
+        early = restored.save(str(tmp_path / "early"))  # no snapshot yet
+        restored.restore(path)
+        assert restored.callbacks.league.to_state() == trainer.callbacks.league.to_state()
+        assert list(restored.workers.local_worker().policy_map) == ["main", "main_v1", "main_v2"]
+        for pid in ("main", "main_v1", "main_v2"):
+            mine, theirs = restored.get_policy(pid).get_weights(), trainer.get_policy(pid).get_weights()
+            assert all(np.array_equal(mine[k], theirs[k]) for k in mine)
+        mapping = restored.workers.local_worker().policy_mapping_fn
+        assert isinstance(mapping, LeagueMapping)
+        assert mapping.match(7) == trainer.callbacks.mapping().match(7)
+        result = restored.train()
+        assert result["league"]["main_v1"]["games"] >= results[-1]["league"]["main_v1"]["games"]
+        restored.restore(early)  # back before the snapshots: they leave every worker
+        assert list(restored.workers.local_worker().policy_map) == ["main"]
+        assert restored.callbacks.league.to_state() == {"main": "main", "snapshots": [], "games": {}}
+    finally:
+        restored.stop()
+
+
+def test_head_to_head_games_against_a_random_legal_player(league_run):
+    from rlfleet.league.matches import play_games, policy_player, random_legal_player
+
+    trainer, _, _ = league_run
+    counts = play_games(connect_four_v3.env, policy_player(trainer, "main"), random_legal_player(1), 10)
+    assert counts["illegal"] == 0 and counts["win"] + counts["loss"] + counts["draw"] == 10
+
+
+def test_a_league_without_its_main_policy_or_with_snapshots_training_is_refused(tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    with pytest.raises(ValueError, match="main policy 'main' is not in 'multiagent.policies'"):
+        PPOTrainer(env="league_connect_four", logdir=str(tmp_path / "a"), config=_config(multiagent={
+            "policies": {"hero"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: "hero"}))
+    with pytest.raises(ValueError, match="set it to \\['main'\\]"):
+        PPOTrainer(env="league_connect_four", logdir=str(tmp_path / "b"), config=_config(multiagent={
+            "policies": {"main", "other"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: "main"}))
+
+
+def test_games_on_remote_workers_reach_the_table_and_snapshots_reach_the_workers(ray_session, tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    register_env("league_connect_four", CountingConnectFour.make)
+    # Settings given to the class through a partial, not a subclass.
+    league = functools.partial(LeagueCallbacks, LeagueSettings(snapshot_every=2, self_play_prob=0.5))
+    config = _config(num_workers=1, callbacks=league, num_envs_per_worker=1)
+    trainer = PPOTrainer(env="league_connect_four", config=config, logdir=str(tmp_path / "run"))
+    try:
+        results = [trainer.train() for _ in range(2)]
+        remote_ids = trainer.workers.foreach_worker(lambda w: sorted(w.policy_map))
+        assert remote_ids == [["main", "main_v1"]] * 2
+        mine = trainer.get_policy("main_v1").get_weights()
+        theirs = trainer.workers.foreach_worker(lambda w: w.get_policy("main_v1").get_weights())[1]
+        assert all(np.array_equal(mine[k], theirs[k]) for k in mine)
+        result = trainer.train()
+        assert results[-1]["league"]["main"]["games"] > 0
+        assert result["league"]["main_v1"]["games"] > 0  # drawn on the remote worker, counted here
+    finally:
+        trainer.stop()
