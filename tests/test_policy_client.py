@@ -33,7 +33,8 @@ def test_ppo_learns_from_client_processes_in_both_modes():
     clients = [start_client(port, mode, "--update-interval", "0.5", "--seed", str(seed))
                for seed, mode in enumerate(("remote", "local"))]
     try:
-        result, history = train_until(trainer, reward=60, max_timesteps=12000)
+        # Generous: how stale the local client's weights get depends on the machine's load.
+        result, history = train_until(trainer, reward=60, max_timesteps=30000)
         taken = dict(trainer.workers.local_worker().sampler.reader.batches_taken)
     finally:
         trainer.stop()
