@@ -1,6 +1,8 @@
 """The fused NumPy SAC update (rlfleet/algorithms/sac/fused_update.py) against the torch
 path: the same weights, optimizer states, stats and TD errors after many updates on real
 Pendulum / MountainCarContinuous transitions, and the cases it leaves to torch."""
+import copy
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -140,19 +142,30 @@ def test_more_torch_threads_keep_the_torch_path():
 
 def test_fused_sac_trains_the_state_restored_between_updates():
     """The fused update keeps its views of weights and optimizer states between calls; a state
-    restored in between (as from a checkpoint) must be the one trained next."""
+    restored in between must be the one trained next, whether through `set_state` or straight
+    into the modules and optimizers (which keeps the fused learner: it must bind again)."""
     data = _transitions("Pendulum-v1", 256)
     env = gym.make("Pendulum-v1")
-    policy, fresh = (_policy(env.observation_space, env.action_space) for _ in range(2))
+    policy, direct, fresh = (_policy(env.observation_space, env.action_space) for _ in range(3))
     batch = SampleBatch({k: v[:64] for k, v in data.items()})
-    policy.learn_on_batch(batch.copy())
+    for p in (policy, direct):
+        p.learn_on_batch(batch.copy())
     saved = policy.get_state()
+    model_state = {k: v.clone() for k, v in direct.model.state_dict().items()}
+    optimizer_states = {name: copy.deepcopy(opt.state_dict()) for name, opt in direct.optimizers.items()}
     generator = policy.generator.get_state()
-    policy.learn_on_batch(batch.copy())  # moves weights and moments away from `saved`
+    for p in (policy, direct):
+        p.learn_on_batch(batch.copy())  # moves weights and moments away from the saved ones
     policy.set_state(saved)
     fresh.set_state(saved)
-    for p in (policy, fresh):
+    learner = direct._fused
+    direct.model.load_state_dict(model_state)
+    for name, opt in direct.optimizers.items():
+        opt.load_state_dict(optimizer_states[name])
+    for p in (policy, direct, fresh):
         p.generator.set_state(generator)
         p.learn_on_batch(batch.copy())
+    assert direct._fused is learner  # the same learner, bound anew
     for k, v in fresh.get_weights().items():
         np.testing.assert_array_equal(policy.get_weights()[k], v, err_msg=k)
+        np.testing.assert_array_equal(direct.get_weights()[k], v, err_msg=k)

@@ -144,14 +144,14 @@ class GroupedAgentsEnv(MultiAgentEnv):
         self._obs_space, self._act_space = obs_space, act_space
         self.possible_agents = ([a for a in (env.possible_agents or sorted(known, key=str)) if a not in self.group_of]
                                 + list(self.groups))
-        singles = self._single_spaces(env)
+        singles = self._single_spaces()
         if singles is not None:
             self.observation_space, self.action_space = singles
         self._last_obs: Dict[AgentID, Any] = {}
         self._finished: set = set()
 
     # --- spaces ----------------------------------------------------------------------
-    def _single_spaces(self, env: MultiAgentEnv) -> Optional[Tuple[gym.Space, gym.Space]]:
+    def _single_spaces(self) -> Optional[Tuple[gym.Space, gym.Space]]:
         """The spaces every agent shares, when the env is a single group and they are known."""
         if len(self.possible_agents) != 1 or self.possible_agents[0] not in self.groups:
             return None
@@ -199,6 +199,7 @@ class GroupedAgentsEnv(MultiAgentEnv):
         out_terms = {aid: v for aid, v in terminateds.items() if aid not in self.group_of}
         out_truncs = {aid: v for aid, v in truncateds.items() if aid not in self.group_of}
         episode_over = bool(terminateds.get(ALL)) or bool(truncateds.get(ALL))
+        infos = dict(infos)  # the group entries are added to a copy
         for gid, members in self.groups.items():
             if not any(m in obs or m in rewards or m in terminateds or m in truncateds for m in members):
                 continue
@@ -210,7 +211,6 @@ class GroupedAgentsEnv(MultiAgentEnv):
             done = all(m in self._finished for m in members) or episode_over
             out_terms[gid] = done and (any(terminateds.get(m) for m in members) or bool(terminateds.get(ALL)))
             out_truncs[gid] = done and not out_terms[gid]
-            infos = dict(infos)
             infos[gid] = {**({} if gid not in infos else dict(infos[gid])), GROUP_REWARDS: member_rewards}
         return self._group_obs(obs), out_rewards, out_terms, out_truncs, self._group_infos(infos, obs)
 
