@@ -15,6 +15,21 @@ Cases (the RL Baselines3 Zoo's hyperparams/ppo.yml and sac.yml, SB3's defaults e
   -250 (cap 30k steps). Zoo: learning_rate 1e-3; SB3 defaults: [256, 256] ReLU nets, batch
   256, tau 0.005, gamma 0.99, learning_starts 100, one update per env step, entropy
   coefficient tuned from 1.0 towards -|A|.
+- `td3-pendulum`: TD3 on Pendulum-v1 until the mean return of the last 5 episodes reaches
+  -250 (cap 20k steps, the Zoo's budget). Zoo (hyperparams/td3.yml): gamma 0.98, buffer
+  200k, learning_starts 10000, Gaussian action noise 0.1, learning_rate 1e-3, net [400, 300];
+  SB3 defaults: batch 256, tau 0.005, policy_delay 2, target noise 0.2 clipped at 0.5, one
+  update per env step after the random start.
+- `dqn-cartpole`: DQN on CartPole-v1 until the mean return of the last 20 episodes reaches
+  195 (cap 50k steps, the Zoo's budget; with exploration on, neither library's training mean
+  reached 450 within it on seed 0). Zoo (hyperparams/dqn.yml): learning_rate 2.3e-3,
+  batch 64, buffer 100k, learning_starts 1000, gamma 0.99, target_update_interval 10,
+  train_freq 256, gradient_steps 128, exploration_fraction 0.16, exploration_final_eps 0.04,
+  net [256, 256]; SB3 defaults: plain DQN (no double Q, dueling, n-step or prioritised
+  replay), Huber loss, max_grad_norm 10. rlfleet does 128 updates of 64 rows after every 256
+  env steps (`training_intensity` 32) and copies the target when 10 env steps have passed
+  since the last copy, checked after each update: once per round of 128 updates, after its
+  first (SB3 copies it during collection, before the round).
 
 Each run is a fresh Python process (imports, env and network set-up count: the wall is the
 child's whole lifetime, measured by this parent); the two libraries alternate, the order
@@ -35,7 +50,7 @@ import tempfile
 import time
 from typing import Any, Dict, List
 
-PPO_STEPS, SAC_STEPS = 200_000, 30_000
+PPO_STEPS, SAC_STEPS, TD3_STEPS, DQN_STEPS = 200_000, 30_000, 20_000, 50_000
 
 RLFLEET_PPO = {
     "seed": 0, "num_workers": 0, "num_envs_per_worker": 8, "rollout_fragment_length": 32, "train_batch_size": 256,
@@ -55,6 +70,30 @@ RLFLEET_SAC = {
     # Check the threshold after every episode (200 steps); the mean is over the last 5.
     "timesteps_per_iteration": 200, "min_iter_time_s": 0, "metrics_smoothing_episodes": 5,
 }
+RLFLEET_TD3 = {
+    "seed": 0, "gamma": 0.98, "buffer_size": 200_000, "learning_starts": 10_000,
+    "exploration_config": {"type": "GaussianNoise", "random_timesteps": 10_000, "stddev": 0.1,
+                           "initial_scale": 1.0, "final_scale": 1.0},
+    "actor_lr": 1e-3, "critic_lr": 1e-3, "actor_hiddens": [400, 300], "critic_hiddens": [400, 300],
+    "train_batch_size": 256, "tau": 0.005, "policy_delay": 2, "smooth_target_policy": True, "target_noise": 0.2,
+    "target_noise_clip": 0.5, "l2_reg": 0.0, "rollout_fragment_length": 1, "target_network_update_freq": 0,
+    "timesteps_per_iteration": 200, "min_iter_time_s": 0, "metrics_smoothing_episodes": 5,
+}
+RLFLEET_DQN = {
+    "seed": 0, "lr": 2.3e-3, "train_batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000, "gamma": 0.99,
+    "rollout_fragment_length": 256, "training_intensity": 32, "target_network_update_freq": 10,
+    "exploration_config": {"initial_epsilon": 1.0, "final_epsilon": 0.04, "epsilon_timesteps": 8000},
+    "model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}, "hiddens": [], "dueling": False,
+    "double_q": False, "n_step": 1, "prioritized_replay": False, "grad_clip": 10,
+    "timesteps_per_iteration": 256, "min_iter_time_s": 0, "metrics_smoothing_episodes": 20,
+}
+# Per case: the rlfleet trainer (module, class), env, config, return threshold, step cap.
+CASES = {
+    "ppo-cartpole": (("rlfleet.algorithms.ppo", "PPOTrainer"), "CartPole-v1", RLFLEET_PPO, 450.0, PPO_STEPS),
+    "sac-pendulum": (("rlfleet.algorithms.sac", "SACTrainer"), "Pendulum-v1", RLFLEET_SAC, -250.0, SAC_STEPS),
+    "td3-pendulum": (("rlfleet.algorithms.td3", "TD3Trainer"), "Pendulum-v1", RLFLEET_TD3, -250.0, TD3_STEPS),
+    "dqn-cartpole": (("rlfleet.algorithms.dqn", "DQNTrainer"), "CartPole-v1", RLFLEET_DQN, 195.0, DQN_STEPS),
+}
 
 
 # --- children: one run each, printing "RESULT {...}" ------------------------------------------
@@ -67,14 +106,12 @@ def _pin_torch_threads() -> None:
 
 
 def run_rlfleet(case: str, seed: int) -> Dict[str, Any]:
+    import importlib
+
     _pin_torch_threads()
-    if case == "ppo-cartpole":
-        from rlfleet.algorithms.ppo import PPOTrainer as cls
-        env, config, threshold, cap = "CartPole-v1", dict(RLFLEET_PPO), 450.0, PPO_STEPS
-    else:
-        from rlfleet.algorithms.sac import SACTrainer as cls
-        env, config, threshold, cap = "Pendulum-v1", dict(RLFLEET_SAC), -250.0, SAC_STEPS
-    config["seed"] = seed
+    (module, name), env, config, threshold, cap = CASES[case]
+    cls = getattr(importlib.import_module(module), name)
+    config = dict(config, seed=seed)
     trainer = cls(env=env, config=config, logger_creator=_no_logger)
     try:
         while True:
@@ -103,12 +140,14 @@ def _no_logger(config: Any) -> _NoLogger:
 def run_sb3(case: str, seed: int) -> Dict[str, Any]:
     import numpy as np
     import torch
-    from stable_baselines3 import PPO, SAC
+    from stable_baselines3 import DQN, PPO, SAC, TD3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
 
     _pin_torch_threads()
-    threshold, window = (450.0, 100) if case == "ppo-cartpole" else (-250.0, 5)
+    _, _, config, threshold, cap = CASES[case]
+    window = config["metrics_smoothing_episodes"] if case != "ppo-cartpole" else 100
     out: Dict[str, Any] = {}
 
     class Stop(BaseCallback):
@@ -121,7 +160,7 @@ def run_sb3(case: str, seed: int) -> Dict[str, Any]:
 
         def _on_step(self) -> bool:
             # PPO: at each rollout's end (8 envs x 32 steps), as rlfleet checks after each
-            # train(); SAC: after each episode.
+            # train(); the others: after each episode.
             if case == "ppo-cartpole":
                 return self._check() if self.n_calls % 32 == 0 else True
             if any("episode" in info for info in self.locals.get("infos", [])):
@@ -133,10 +172,18 @@ def run_sb3(case: str, seed: int) -> Dict[str, Any]:
         lin = lambda start: (lambda progress: progress * start)  # noqa: E731 (the Zoo's lin_)
         model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
                     ent_coef=0.0, learning_rate=lin(1e-3), clip_range=lin(0.2), seed=seed, device="cpu", verbose=0)
-        cap = PPO_STEPS
-    else:
+    elif case == "sac-pendulum":
         model = SAC("MlpPolicy", "Pendulum-v1", learning_rate=1e-3, seed=seed, device="cpu", verbose=0)
-        cap = SAC_STEPS
+    elif case == "td3-pendulum":
+        noise = NormalActionNoise(mean=np.zeros(1), sigma=0.1 * np.ones(1))
+        model = TD3("MlpPolicy", "Pendulum-v1", gamma=0.98, buffer_size=200_000, learning_starts=10_000,
+                    action_noise=noise, learning_rate=1e-3, policy_kwargs={"net_arch": [400, 300]}, seed=seed,
+                    device="cpu", verbose=0)
+    else:
+        model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+                    learning_starts=1000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
+                    exploration_fraction=0.16, exploration_final_eps=0.04, policy_kwargs={"net_arch": [256, 256]},
+                    seed=seed, device="cpu", verbose=0)
     model.learn(total_timesteps=cap, callback=Stop())
     if not out:
         buf = [ep["r"] for ep in model.ep_info_buffer][-window:]
@@ -169,8 +216,7 @@ def _spread(values: List[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=["ppo-cartpole", "sac-pendulum"],
-                        choices=["ppo-cartpole", "sac-pendulum"])
+    parser.add_argument("--cases", nargs="+", default=["ppo-cartpole", "sac-pendulum"], choices=sorted(CASES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", choices=["1", "default"], default="1",
                         help="1: both libraries on one thread (OMP_NUM_THREADS=1, one torch thread); default: "
