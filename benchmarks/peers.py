@@ -139,7 +139,6 @@ def _no_logger(config: Any) -> _NoLogger:
 
 def run_sb3(case: str, seed: int) -> Dict[str, Any]:
     import numpy as np
-    import torch
     from stable_baselines3 import DQN, PPO, SAC, TD3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
