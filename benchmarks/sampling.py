@@ -10,7 +10,9 @@ plus that model's own NumPy forward passes (`PlainLoopWithModel`), and ours as a
 
 `--envpool` compares, for 8 envs (or `--envs`), `env: "envpool:CartPole-v1"` (one EnvPool
 stepped as a batch, rlfleet.env.envpool_env) with the Gymnasium envs, both through
-`RolloutWorker.sample()`, and EnvPool's own raw step loop, each against the plain loop; other
+`RolloutWorker.sample()`, and EnvPool's own raw loops (lockstep; two half-pools pipelined;
+async mode, half the envs per batch: what a sampler could reach from EnvPool with random
+actions and nothing stored), each against the plain loop; other
 ids (Gymnasium's and EnvPool's name, e.g. HalfCheetah-v4) as arguments:
 
     python benchmarks/sampling.py --envpool [CartPole-v1 HalfCheetah-v4] [--envs 8] [--steps 10000] [--rounds 5]
@@ -153,6 +155,79 @@ class EnvPoolRawLoop:
         self.pool.close()
 
 
+class EnvPoolHalvesLoop(EnvPoolRawLoop):
+    """EnvPool's loop over two half-pools, pipelined: while one half steps in its C++ thread
+    (`send`), the other's results are read and its actions sent. Lockstep within each half,
+    so a sampler built this way would still repeat with a seed. Random actions, nothing
+    stored: the most a two-lane sampler could get from EnvPool."""
+
+    def __init__(self, num_envs: int, seed: int = 0, env_id: str = "CartPole-v1"):
+        import warnings
+
+        import envpool
+
+        half = num_envs // 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.pools = [envpool.make(env_id, env_type="gymnasium", num_envs=half, seed=seed + k * half,
+                                       num_threads=1) for k in range(2)]
+            for pool in self.pools:
+                pool.reset()
+        self.num_envs, self.ids = 2 * half, np.arange(half, dtype=np.int32)
+        self.rng = np.random.default_rng(seed)
+        self.random_actions = _random_actions(self.pools[0].action_space, half, self.rng)
+
+    def run(self, total_steps: int) -> Tuple[int, float]:
+        (a, b), ids, random_actions = self.pools, self.ids, self.random_actions
+        steps = 0
+        start = time.perf_counter()
+        a.send(np.asarray(random_actions()), ids)
+        while steps < total_steps:
+            b.send(np.asarray(random_actions()), ids)
+            a.recv()
+            a.send(np.asarray(random_actions()), ids)
+            b.recv()
+            steps += self.num_envs
+        a.recv()
+        return steps, time.perf_counter() - start
+
+    def stop(self) -> None:
+        for pool in self.pools:
+            pool.close()
+
+
+class EnvPoolAsyncLoop(EnvPoolRawLoop):
+    """EnvPool's async mode: `recv` hands back whichever half of the envs finished first
+    (`batch_size` num_envs / 2) and their next actions go out at once. The env ids of each
+    batch depend on timing: a sampler built this way would not repeat with a seed."""
+
+    def __init__(self, num_envs: int, seed: int = 0, env_id: str = "CartPole-v1"):
+        import warnings
+
+        import envpool
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.pool = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, batch_size=num_envs // 2,
+                                     seed=seed, num_threads=1)
+            space = self.pool.action_space
+            self.pool.async_reset()
+        self.num_envs = num_envs
+        self.rng = np.random.default_rng(seed)
+        self.random_actions = _random_actions(space, num_envs // 2, self.rng)
+
+    def run(self, total_steps: int) -> Tuple[int, float]:
+        pool, random_actions = self.pool, self.random_actions
+        steps = 0
+        start = time.perf_counter()
+        while steps < total_steps:
+            info = pool.recv()[-1]
+            ids = info["env_id"]
+            pool.send(np.asarray(random_actions()), ids)
+            steps += len(ids)
+        return steps, time.perf_counter() - start
+
+
 class WorkerLoop:
     """`RolloutWorker.sample()` on CartPole-v1 (or `env`) with the default PPO model.
 
@@ -192,7 +267,9 @@ def envpool_table(env_id: str, num_envs: int, total_steps: int, rounds: int, hid
     and EnvPool's raw loop, each as a ratio to the plain Gymnasium loop of the same round."""
     loops = {"rlfleet, gymnasium envs": WorkerLoop(num_envs, env=env_id, hiddens=hiddens),
              "rlfleet, envpool": WorkerLoop(num_envs, env="envpool:" + env_id, hiddens=hiddens),
-             "envpool raw step loop": EnvPoolRawLoop(num_envs, env_id=env_id)}
+             "envpool raw step loop": EnvPoolRawLoop(num_envs, env_id=env_id),
+             "envpool raw, 2 halves": EnvPoolHalvesLoop(num_envs, env_id=env_id),
+             "envpool raw, async": EnvPoolAsyncLoop(num_envs, env_id=env_id)}
     ceiling = PlainGymLoop(num_envs, env_id=env_id)
     rates: dict = {name: [] for name in loops}
     ratios: dict = {name: [] for name in loops}
