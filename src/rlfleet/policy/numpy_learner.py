@@ -31,6 +31,17 @@ def module_layers(module: nn.Module, grad_views: Optional[dict] = None):
     return numpy_layers(linear_stack(module), grad_views)
 
 
+def _bump_versions(params: Sequence[torch.Tensor]) -> None:
+    """Counts an in-place write on each tensor (a microsecond; multiplying by 1.0 in place,
+    the fallback for a torch without `increment_version`, costs a pass over the weights)."""
+    increment = getattr(torch.autograd.graph, "increment_version", None)
+    if increment is not None:
+        increment(list(params))
+    else:
+        with torch.no_grad():
+            torch._foreach_mul_(list(params), 1.0)
+
+
 class FlatAdam:
     """One `Adam` param group's update, computed in NumPy on the optimizer's own flat moment
     buffers (`Adam.flat_group_state`) from a flat gradient buffer (`grad`, with a view per
@@ -95,8 +106,7 @@ class FlatAdam:
     def touch(self) -> None:
         """Moves the parameters' torch version counters (NumPy writes leave them alone), so
         caches keyed on them (`TorchPolicy._numpy_net`) see the new weights."""
-        with torch.no_grad():
-            torch._foreach_mul_(self.flat.params, 1.0)
+        _bump_versions(self.flat.params)
 
 
 def nets_reason(policy, nets: Sequence[nn.Module], params: Dict[str, Sequence[torch.Tensor]]) -> Optional[str]:
@@ -160,13 +170,17 @@ class FusedUpdate(ABC):
         self.policy = policy
         self.lane_chooser = LaneChooser(learner_lanes(policy.config))
         self._bound_to: Optional[tuple] = None
+        self._params: Optional[tuple] = None  # (the model, its parameter list)
 
     def _binding_key(self) -> tuple:
         """What `_bind`'s views depend on: the parameters' storage and the optimizers' groups and
         flat states (a restored checkpoint or a new optimizer replaces one of them). The views
         keep the old storages alive, so a replaced one cannot come back at the same address."""
         policy = self.policy
-        return (tuple(p.data_ptr() for p in policy.model.parameters()),
+        params = self._params
+        if params is None or params[0] is not policy.model:  # walking the modules costs more than the key
+            params = self._params = (policy.model, list(policy.model.parameters()))
+        return (tuple(p.data_ptr() for p in params[1]),
                 tuple((name, id(opt.param_groups[0]), id(opt.flat_group_state(0)))
                       for name, opt in policy.optimizers.items()))
 
