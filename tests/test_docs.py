@@ -125,10 +125,10 @@ def test_a_broken_shell_example_fails_and_names_its_line(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# A page\n\n```bash\necho fine > fine.txt\n```\n\n"
                     "<!-- docs-test: skip (needs a cluster) -->\n```bash\nexit 3\n```\n\n"
-                    "```console\n$ rlfleet train --run PPO --env CartPole-v1 --stpo '{}'\nwhat it prints\n```\n")
+                    "```console\n$ rlfleet evaluate checkpoint_1 --episodes ten\nwhat it prints\n```\n")
     blocks = shell_blocks(page)
     assert [b.skip_reason for b in blocks] == [None, "needs a cluster", None]
-    with pytest.raises(AssertionError, match=r"(?s)page.md:12 failed with exit status 2:.*unrecognized arguments: --stpo"):
+    with pytest.raises(AssertionError, match=r"(?s)page.md:12 failed with exit status 2:.*--episodes: invalid int value: 'ten'"):
         run_shell_blocks(blocks, tmp_path, shell_workdir(ROOT, tmp_path))
     assert (tmp_path / "fine.txt").exists()
 
