@@ -9,6 +9,10 @@ Generated, never edited by hand, so they cannot drift from the code:
 - `api/rlfleet.md` and `api/algorithms.md`: mkdocstrings entries for every public name that
   `rlfleet` and `rlfleet.algorithms.*` export (`__all__`); data names (configs, key lists) get a
   description from `DATA_DESCRIPTIONS`.
+- `figures/*.png`: the plots the pages show, each made by the ```python block under a
+  `<!-- docs-figure: NAME.png -->` marker on its page, run here (in `figures/`, as a reader
+  would run it) so a plot is always what the code next to it draws. A block runs again only
+  when its code changed or its PNG is missing (`figures/NAME.png.code` keeps the code it drew).
 
 The config reference stays at docs/config.md (checked against the declarations by
 tests/test_docs.py). Usage: `python docs/gen_pages.py [OUT_DIR]` (default: docs/generated).
@@ -20,7 +24,9 @@ import importlib
 import inspect
 import os
 import pkgutil
+import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -198,13 +204,58 @@ def cli_page() -> str:
     return "\n".join(lines)
 
 
+FIGURE = re.compile(r"^<!-- docs-figure: (?P<name>[\w.-]+\.png) -->\n```python\n(?P<code>.*?)\n```$",
+                    re.MULTILINE | re.DOTALL)
+
+
+def figure_blocks() -> Dict[str, Tuple[str, str]]:
+    """`{png name: (page, code)}` for every block under a docs-figure marker of docs/*.md."""
+    found: Dict[str, Tuple[str, str]] = {}
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        if "generated" in page.relative_to(ROOT / "docs").parts:
+            continue
+        for match in FIGURE.finditer(page.read_text()):
+            if match["name"] in found:
+                raise SystemExit(f"docs/gen_pages.py: figure {match['name']} is drawn by two pages: "
+                                 f"{found[match['name']][0]} and {page.name}")
+            found[match["name"]] = (page.name, match["code"] + "\n")
+    return found
+
+
+def write_figures(out: Path) -> List[Path]:
+    """Runs each figure block whose PNG is missing or whose code changed, in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (page, code) in figure_blocks().items():
+        png, drawn_by = out / name, out / f"{name}.code"
+        written.append(png)
+        if png.exists() and drawn_by.exists() and drawn_by.read_text() == code:
+            continue
+        here, results = os.getcwd(), os.environ.get("RLFLEET_RESULTS_DIR")
+        with tempfile.TemporaryDirectory() as runs:
+            os.environ["RLFLEET_RESULTS_DIR"] = runs  # the example's run folders are not kept
+            os.chdir(out)
+            try:
+                exec(compile(code, f"{page} (figure {name})", "exec"), {"__name__": "__docs_figure__"})
+            finally:
+                os.chdir(here)
+                if results is None:
+                    os.environ.pop("RLFLEET_RESULTS_DIR")
+                else:
+                    os.environ["RLFLEET_RESULTS_DIR"] = results
+        if not png.exists():
+            raise SystemExit(f"docs/gen_pages.py: the figure block of {page} did not write {name}")
+        drawn_by.write_text(code)
+    return written
+
+
 def all_pages() -> Dict[str, str]:
     """Every generated page, by path relative to the output folder."""
     return {**algorithm_pages(), **api_pages(), "cli.md": cli_page()}
 
 
 def write_pages(out: Path) -> List[Path]:
-    """Writes every generated page under `out`, removing pages it no longer generates."""
+    """Writes every generated page and figure under `out`, removing pages it no longer generates."""
     pages = all_pages()
     written = []
     for rel, text in pages.items():
@@ -216,9 +267,9 @@ def write_pages(out: Path) -> List[Path]:
     for stale in out.rglob("*.md"):
         if stale not in written:
             stale.unlink()
-    return written
+    return written + write_figures(out / "figures")
 
 
 if __name__ == "__main__":
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
-    print(f"docs/gen_pages.py: {len(write_pages(target))} pages in {target}")
+    print(f"docs/gen_pages.py: {len(write_pages(target))} pages and figures in {target}")

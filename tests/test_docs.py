@@ -1,10 +1,12 @@
 """The documentation: docs/config.md is generated from the declared keys and must not go
-stale; every public name has a docstring and an API entry; every ```python block of the docs
-and the README runs; the site builds with `mkdocs build --strict`."""
+stale; every public name has a docstring and an API entry; every ```python and shell block of
+the docs and the README runs; the site builds with `mkdocs build --strict`."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from rlfleet.config import config_reference
-from tests.docs_examples import (Block, budget_train, check_rlfleet_command, find_blocks, python_blocks,
-                                 rlfleet_command_lines, run_blocks)
+from tests.docs_examples import (TINY_STOP, Block, budget_train, check_rlfleet_command, find_blocks, python_blocks,
+                                 rlfleet_command_lines, run_blocks, run_shell_blocks, shell_blocks, shell_workdir,
+                                 tiny_argv)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "config.md"
 
@@ -33,9 +36,11 @@ def test_config_reference_documents_every_algorithm():
 
 
 ROOT = DOC.parents[1]
-EXAMPLE_FILES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
-EXAMPLE_FILES = [p for p in EXAMPLE_FILES
-                 if "generated" not in p.relative_to(ROOT).parts and python_blocks(p)]
+PAGES = [p for p in sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+         if "generated" not in p.relative_to(ROOT).parts]
+EXAMPLE_FILES = [p for p in PAGES if python_blocks(p)]
+# The generated algorithm pages' commands (a tuned example each) are only parse-checked.
+SHELL_FILES = [p for p in PAGES if shell_blocks(p)]
 
 
 REGISTRIES = [("rlfleet.env.registry", "_ENV_REGISTRY"), ("rlfleet.models.catalog", "_CUSTOM_MODELS"),
@@ -105,6 +110,41 @@ def test_examples_run(path, tmp_path, monkeypatch):
     assert ran + len(skipped) == len(blocks)
 
 
+@pytest.mark.parametrize("path", SHELL_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_shell_examples_run(path, tmp_path):
+    """Every shell block of the docs and the README runs, with tiny stop criteria (see
+    tests/docs_examples.py), in a temporary folder."""
+    blocks = shell_blocks(path)
+    ran = run_shell_blocks(blocks, tmp_path, shell_workdir(ROOT, tmp_path))
+    skipped = [f"{b.where} ({b.skip_reason})" for b in blocks if b.skip_reason]
+    print(f"{path.name}: {ran} shell blocks ran, {len(skipped)} skipped: {skipped}")
+    assert ran + len(skipped) == len(blocks)
+
+
+def test_a_broken_shell_example_fails_and_names_its_line(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n```bash\necho fine > fine.txt\n```\n\n"
+                    "<!-- docs-test: skip (needs a cluster) -->\n```bash\nexit 3\n```\n\n"
+                    "```console\n$ rlfleet evaluate checkpoint_1 --episodes ten\nwhat it prints\n```\n")
+    blocks = shell_blocks(page)
+    assert [b.skip_reason for b in blocks] == [None, "needs a cluster", None]
+    with pytest.raises(AssertionError, match=r"(?s)page.md:12 failed with exit status 2:.*--episodes: invalid int value: 'ten'"):
+        run_shell_blocks(blocks, tmp_path, shell_workdir(ROOT, tmp_path))
+    assert (tmp_path / "fine.txt").exists()
+
+
+def test_documented_training_commands_become_tiny():
+    argv = tiny_argv(["train", "-f", str(ROOT / "tuned_examples/ppo/cartpole-ppo.yaml"),
+                      "--stop", '{"episode_reward_mean": 450}'])
+    stop, config = json.loads(argv[argv.index("--stop") + 1]), json.loads(argv[argv.index("--config") + 1])
+    assert stop == {"episode_reward_mean": 450, **TINY_STOP}
+    assert config["train_batch_size"] <= 512 and config["sgd_minibatch_size"] <= config["train_batch_size"]
+    argv = tiny_argv(["train", "--run", "DQN", "--env", "CartPole-v1", "--config={\"lr\": 0.001}"])
+    assert json.loads(argv[argv.index("--config") + 1]) == {"lr": 0.001, "train_batch_size": 512}
+    assert tiny_argv(["evaluate", "ckpt", "--episodes", "10"]) == ["evaluate", "ckpt", "--episodes", "2"]
+    assert tiny_argv(["list"]) == ["list"]
+
+
 def test_a_broken_example_fails_and_names_its_line(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# A page\n\n```python\nx = 1\n```\n\n<!-- docs-test: skip (needs a GPU) -->\n"
@@ -133,6 +173,13 @@ def test_site_builds_strict(tmp_path):
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert build.returncode == 0, build.stdout + build.stderr
     assert (tmp_path / "site" / "generated" / "algorithms" / "PPO" / "index.html").exists()
+    # mkdocs does not check images: every figure a page shows must be one its code drew.
+    drawn = _gen_pages().figure_blocks()
+    assert "ppo-cartpole.png" in drawn
+    for page in PAGES:
+        for name in re.findall(r"(?<!`)!\[[^\]]*\]\((?:\.\./)*generated/figures/([^)]+)\)", page.read_text()):
+            assert name in drawn, f"{page.name} shows {name}, which no docs-figure block draws"
+            assert (tmp_path / "site" / "generated" / "figures" / name).is_file(), name
 
 
 def test_documented_rlfleet_commands_parse():
