@@ -57,3 +57,120 @@ def test_same_batches_as_the_general_path_on_a_pettingzoo_parallel_env():
     np.testing.assert_allclose([m.episode_reward for m in ma], [m.episode_reward for m in mb], rtol=1e-5)
     general.stop()
     fast.stop()
+
+
+def _trajectories(batch: SampleBatch):
+    """`{(eps_id, agent_index): rows}` in row order."""
+    out = {}
+    for j, key in enumerate(zip(batch[SB.EPS_ID].tolist(), batch[SB.AGENT_INDEX].tolist())):
+        out.setdefault(key, []).append(j)
+    return out
+
+
+def test_agents_leaving_by_mask_two_cartpoles():
+    # Two policies, one per slot; each agent leaves when its own pole falls.
+    worker = make_worker(lambda ctx: SlotCopies("CartPole-v1", {"num_agents": 2}), num_envs=3, fragment=100,
+                         policies=("p0", "p1"), mapping=lambda aid, episode, worker, **kw: f"p{aid}")
+    assert isinstance(worker.sampler, VectorMultiAgentSampler)
+    batch = worker.sample()
+    assert batch.count == 300 and set(batch.policy_batches) == {"p0", "p1"}
+    metrics = worker.get_metrics()
+    assert metrics
+    lengths = {}
+    for pid, part in batch.policy_batches.items():
+        assert set(part[SB.AGENT_INDEX].tolist()) == {int(pid[1])}
+        for (eps, agent), rows in _trajectories(part).items():
+            ts, dones = part[SB.T][rows], part[SB.DONES][rows]
+            np.testing.assert_array_equal(ts, np.arange(ts[0], ts[0] + len(rows)))  # no gaps, no dead rows
+            assert not dones[:-1].any()  # only a trajectory's last row ends it
+            if dones[-1]:
+                lengths.setdefault(eps, {})[agent] = ts[-1] + 1
+                assert part[SB.REWARDS][rows].sum() == len(rows)  # CartPole: 1 per step alive
+        assert np.isfinite(part[SB.ADVANTAGES]).all() and np.isfinite(part[SB.VF_PREDS]).all()
+    # An episode lasts as long as its longest-lived agent; its reward sums both agents'.
+    for m in metrics:
+        ((a0, p0), r0), ((a1, p1), r1) = sorted(m.agent_rewards.items())
+        assert (p0, p1) == ("p0", "p1") and m.episode_length == max(r0, r1) and m.episode_reward == r0 + r1
+    whole = [(eps, ls) for eps, ls in lengths.items() if len(ls) == 2 and min(batch.policy_batches["p0"][SB.T][
+        batch.policy_batches["p0"][SB.EPS_ID] == eps]) == 0]
+    assert whole and all(max(ls.values()) in {m.episode_length for m in metrics} for _, ls in whole)
+    worker.stop()
+
+
+def test_slot_env_dict_api_and_vector_env_layout():
+    from rlfleet.env.examples.cue_swarm import CueSwarm
+
+    env = CueSwarm({"num_agents": 5, "episode_len": 2})
+    obs, _ = env.reset(seed=1)
+    assert sorted(obs) == list(range(5)) and env.observation_space.contains(obs[0])
+    obs, rew, term, trunc, _ = env.step({a: 0 for a in obs})
+    assert not trunc["__all__"] and set(rew) == set(range(5))
+    obs, rew, term, trunc, _ = env.step({a: 0 for a in obs})
+    assert trunc["__all__"] and not term["__all__"] and all(trunc[a] for a in range(5))
+    venv = VectorMultiAgentEnv([CueSwarm({"num_agents": 5}) for _ in range(3)], seeds=[1, 2, 3])
+    first = venv.reset_at(0)
+    assert first.obs["agents"].shape == (5, 8) and first.alive["agents"].all()
+    for i in (1, 2):
+        venv.reset_at(i)
+    step = venv.step({"agents": np.zeros((3, 5), np.int64)})
+    assert step.obs["agents"].shape == (3, 5, 8) and step.rewards["agents"].shape == (3, 5)
+    assert step.truncated_all.shape == (3,)
+    with pytest.raises(ValueError, match="share one"):
+        VectorMultiAgentEnv([CueSwarm({"num_agents": 5}), CueSwarm({"num_agents": 6})])
+
+
+def test_settings_the_fast_path_lacks_send_the_worker_to_the_general_path(caplog):
+    from rlfleet.env.examples.cue_swarm import CueSwarm
+
+    worker = make_worker(CueSwarm, num_envs=1, fragment=20, batch_mode="complete_episodes",
+                         env_config={"num_agents": 4})
+    assert isinstance(worker.sampler, MultiAgentSampler)
+    assert "complete_episodes" in caplog.text
+    batch = worker.sample()  # the dict API of the same env
+    assert batch.policy_batches["shared"].count == 4 * 20
+    worker.stop()
+
+
+def test_unknown_policy_and_bad_rewards_are_named():
+    from rlfleet.env.checks import EnvCheckError
+    from rlfleet.env.examples.cue_swarm import CueSwarm
+
+    worker = make_worker(CueSwarm, num_envs=1, fragment=5, env_config={"num_agents": 4},
+                         mapping=lambda aid, episode, worker, **kw: "shared" if aid < 3 else "nope")
+    with pytest.raises(ValueError, match="'nope' for agent 3.*known policy ids: \\['shared'\\]"):
+        worker.sample()
+    worker.stop()
+
+    class NaNSwarm(CueSwarm):
+        def step_slots(self, actions):
+            out = super().step_slots(actions)
+            out.rewards["agents"][2] = np.nan
+            return out
+
+    worker = make_worker(NaNSwarm, num_envs=1, fragment=5, env_config={"num_agents": 4})
+    with pytest.raises(EnvCheckError, match="agent 2"):
+        worker.sample()
+    with pytest.raises(EnvCheckError):  # until restart()
+        worker.sample()
+    worker.stop()
+
+
+def test_ppo_with_parameter_sharing_learns_a_64_agent_swarm():
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.examples.cue_swarm import CueSwarm
+
+    trainer = PPOTrainer(env=CueSwarm, config={
+        "seed": 0, "num_workers": 0, "rollout_fragment_length": 100, "train_batch_size": 100,
+        "sgd_minibatch_size": 100, "num_sgd_iter": 10, "lr": 3e-3, "metrics_smoothing_episodes": 5,
+        "model": {"fcnet_hiddens": [64, 64]}, "env_config": {"num_agents": 64},
+        "multiagent": {"policies": {"shared"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: "shared"}})
+    try:
+        assert isinstance(trainer.workers.local_worker().sampler, VectorMultiAgentSampler)
+        first = trainer.train()
+        for _ in range(6):
+            result = trainer.train()
+    finally:
+        trainer.stop()
+    per_step = lambda r: r["policy_reward_mean"]["shared"] / 20  # noqa: E731  (episodes of 20 steps)
+    # Random: 1 / 4 per agent step; after 7 iterations (44,800 agent steps) well above.
+    assert per_step(first) < 0.3 and per_step(result) > 0.6, (per_step(first), per_step(result))
