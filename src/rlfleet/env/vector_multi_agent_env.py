@@ -100,6 +100,17 @@ class SlotMultiAgentEnv(MultiAgentEnv):
         """Applies `actions[group] [S, ...]` (only the live slots' entries count)."""
         raise NotImplementedError  # abstract
 
+    @classmethod
+    def step_many(cls, envs: Sequence["SlotMultiAgentEnv"], actions: Arrays) -> SlotStep:
+        """Steps `envs` (all of this class) with `actions[group] [len(envs), S, ...]`: the
+        outcome as `[len(envs), S, ...]` arrays. This default stacks each env's `step_slots`;
+        a class whose copies can be stepped in one loop overrides it (see `SlotCopies`)."""
+        outs = [env.step_slots({g: a[i] for g, a in actions.items()}) for i, env in enumerate(envs)]
+        groups = envs[0].slot_groups
+        cols = [{g: np.stack([o[c][g] for o in outs]) for g in groups} for c in range(5)]
+        return SlotStep(*cols, np.array([o.terminated_all for o in outs], bool),
+                        np.array([o.truncated_all for o in outs], bool))
+
     # --- spaces for the dict API and the worker's policy-space inference -----------------
     def _init_spaces(self) -> None:
         """Sets `possible_agents` and the per-agent spaces from `slot_groups` (call it once
@@ -256,34 +267,61 @@ class SlotCopies(SlotMultiAgentEnv):
         first = self.envs[0]
         self.slot_groups = {"agents": SlotGroup(tuple(range(num)), first.observation_space, first.action_space)}
         self._init_spaces()
-        self._alive = np.zeros(num, bool)
-        self._obs = _zeros(self.slot_groups["agents"])
         self._int_actions = isinstance(first.action_space, gym.spaces.Discrete)
+        self._dtype = _obs_dtype(first.observation_space)
+        # Per copy, as Python lists (one loop over all copies reads them: `step_many`).
+        self._last: List[Any] = [np.zeros(first.observation_space.shape, self._dtype)] * num
+        self._alive: List[bool] = [False] * num
+        self._terminated: List[bool] = [False] * num
 
     def reset_slots(self, *, seed=None, options=None) -> SlotReset:
         for i, env in enumerate(self.envs):
             # Distinct, reproducible seeds per copy from one episode seed (as make_multi_agent).
-            self._obs[i], _ = env.reset(seed=None if seed is None else seed + 7919 * i, options=options)
-        self._alive[:] = True
-        self._terminated = np.zeros(len(self.envs), bool)
-        return SlotReset({"agents": self._obs.copy()}, {"agents": self._alive.copy()})
+            self._last[i], _ = env.reset(seed=None if seed is None else seed + 7919 * i, options=options)
+        n = len(self.envs)
+        self._alive, self._terminated = [True] * n, [False] * n
+        return SlotReset({"agents": np.asarray(self._last, self._dtype)}, {"agents": np.ones(n, bool)})
 
     def step_slots(self, actions: Arrays) -> SlotStep:
+        out = self.step_many([self], {g: a[None] for g, a in actions.items()})
+        return SlotStep(*({g: a[0] for g, a in col.items()} for col in out[:5]), bool(out.terminated_all[0]),
+                        bool(out.truncated_all[0]))
+
+    @classmethod
+    def step_many(cls, envs: Sequence["SlotCopies"], actions: Arrays) -> SlotStep:
+        """One loop over every copy of every env (lists, converted to arrays once)."""
         acts = actions["agents"]
-        acts = acts.tolist() if self._int_actions else acts
-        n = len(self.envs)
-        rew, term, trunc = np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool)
-        obs = self._obs
-        envs = self.envs
-        for i in np.flatnonzero(self._alive).tolist():
-            obs[i], rew[i], term[i], trunc[i], _ = envs[i].step(acts[i])
-        done = term | trunc
-        self._alive &= ~done
-        self._terminated |= term
-        over = not self._alive.any()
-        term_all = over and bool(self._terminated.all())
-        return SlotStep({"agents": obs.copy()}, {"agents": rew}, {"agents": term}, {"agents": trunc},
-                        {"agents": self._alive.copy()}, term_all, over and not term_all)
+        acts = acts.tolist() if envs[0]._int_actions else acts  # Python ints, as a plain Gymnasium loop
+        obs, rew, term, trunc, alive, term_all, trunc_all = [], [], [], [], [], [], []
+        for i, env in enumerate(envs):
+            last, live, terminated, acts_i = env._last, env._alive, env._terminated, acts[i]
+            for k, copy in enumerate(env.envs):
+                if live[k]:
+                    o, r, te, tr, _ = copy.step(acts_i[k])
+                    last[k] = o
+                    if te or tr:
+                        live[k] = False
+                        terminated[k] = bool(te)
+                    rew.append(r)
+                    term.append(te)
+                    trunc.append(tr)
+                else:
+                    rew.append(0.0)
+                    term.append(False)
+                    trunc.append(False)
+            obs.extend(last)
+            alive.extend(live)
+            over = not any(live)
+            term_all.append(over and all(terminated))
+            trunc_all.append(over and not all(terminated))
+        shape = (len(envs), len(envs[0].envs))
+        obs_shape = envs[0].slot_groups["agents"].observation_space.shape
+        return SlotStep({"agents": np.asarray(obs, envs[0]._dtype).reshape(*shape, *obs_shape)},
+                        {"agents": np.asarray(rew, np.float32).reshape(shape)},
+                        {"agents": np.asarray(term, bool).reshape(shape)},
+                        {"agents": np.asarray(trunc, bool).reshape(shape)},
+                        {"agents": np.asarray(alive, bool).reshape(shape)},
+                        np.asarray(term_all, bool), np.asarray(trunc_all, bool))
 
     def render(self):
         return self.envs[0].render()
@@ -317,6 +355,8 @@ class VectorMultiAgentEnv:
             if env.slot_groups != self.groups:
                 raise ValueError(f"Sub-env {i} has the slot layout {env.slot_groups}, sub-env 0 {self.groups}; "
                                  "the sub-envs of a VectorMultiAgentEnv must share one")
+        kinds = {type(env) for env in self.envs}
+        self._step_many = kinds.pop().step_many if len(kinds) == 1 else SlotMultiAgentEnv.step_many
         if callable(seeds):
             self._seed_of = seeds
         else:
@@ -332,11 +372,9 @@ class VectorMultiAgentEnv:
         return self.envs[index].reset_slots(seed=self._seed_of(index))
 
     def step(self, actions: Arrays) -> SlotStep:
-        """Steps every sub-env with `actions[group] [num_envs, S, ...]`."""
-        outs = [env.step_slots({g: a[i] for g, a in actions.items()}) for i, env in enumerate(self.envs)]
-        cols = [{g: np.stack([o[c][g] for o in outs]) for g in self.groups} for c in range(5)]
-        return SlotStep(*cols, np.array([o.terminated_all for o in outs], bool),
-                        np.array([o.truncated_all for o in outs], bool))
+        """Steps every sub-env with `actions[group] [num_envs, S, ...]`: one `step_many`
+        call when they are all of one class."""
+        return self._step_many(self.envs, actions)
 
     def close(self) -> None:
         for env in self.envs:

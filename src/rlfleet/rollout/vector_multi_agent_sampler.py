@@ -73,9 +73,14 @@ def vector_sampler_unavailable(worker: Any, settings: SamplerSettings) -> Option
     hooks = [name for name in _HOOKS if worker.callbacks.overrides(name)]
     if hooks:
         return f"the callbacks override {hooks[0]}"
-    recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
-    if recurrent:
-        return f"policy {recurrent[0]!r} is recurrent"
+    for pid, policy in worker.policy_map.items():
+        if policy.is_recurrent():
+            return f"policy {pid!r} is recurrent"
+        # The policies act on the env's observations as they are (one buffer per group).
+        if type(worker.preprocessors[pid]) is not NoPreprocessor:
+            return f"policy {pid!r} has the preprocessor {type(worker.preprocessors[pid]).__name__} (not a flat Box)"
+        if type(worker.filters[pid]) is not NoFilter:
+            return f"policy {pid!r} has the observation filter {type(worker.filters[pid]).__name__}"
     return None
 
 
@@ -87,12 +92,12 @@ class _Lane:
         self.group = group
         self.slots = slots
         self.full = len(slots) == group_size and bool((slots == np.arange(group_size)).all())
+        # How to index the group's `[num_envs, S, ...]` arrays: a slice (views, no copies)
+        # when the slots are consecutive, else the index array.
+        consecutive = bool((np.diff(slots) == 1).all())
+        self.index = slice(int(slots[0]), int(slots[-1]) + 1) if consecutive else slots
         self.agent_index = first_index + slots  # the `agent_index` column: the slot's place in the layout
-        self.buffers: Dict[str, np.ndarray] = {}
-
-    def take(self, arr: np.ndarray) -> np.ndarray:
-        """This lane's slots of a group's `[num_envs, S, ...]` array."""
-        return arr if self.full else arr[:, self.slots]
+        self.buffers: Dict[str, np.ndarray] = {}  # its policy's own columns (the env's are per group)
 
 
 class VectorMultiAgentSampler:
@@ -125,10 +130,12 @@ class VectorMultiAgentSampler:
         self._cur_obs: Optional[Dict[str, np.ndarray]] = None
         self._failed: Optional[EnvError] = None
         self._checked_first = False
+        self._bufs: Optional[Dict[str, Dict[str, np.ndarray]]] = None
+        self._env_eps = self._env_t = np.zeros((0, 0), np.int64)  # per step and sub-env: its episode's id, step
+        self._obs_checks: Dict[str, ObsBatchCheck] = {}
         n = self.num_envs
         self._eps_id = np.zeros(n, np.int64)
         self._ep_len = np.zeros(n, np.int64)
-        self._ep_ret = np.zeros(n, np.float64)
         self._slot_ret = {g: np.zeros((n, grp.num_slots)) for g, grp in self.groups.items()}
         self._seen = {g: np.zeros((n, grp.num_slots), bool) for g, grp in self.groups.items()}
 
@@ -197,7 +204,8 @@ class VectorMultiAgentSampler:
     # --- episodes -------------------------------------------------------------------------------
     def _start(self) -> None:
         n = self.num_envs
-        self._cur_obs = {g: np.zeros((n, grp.num_slots, *grp.observation_space.shape), np.float32)
+        self._cur_obs = {g: np.zeros((n, grp.num_slots, *grp.observation_space.shape),
+                                     np.uint8 if grp.observation_space.dtype == np.uint8 else np.float32)
                          for g, grp in self.groups.items()}
         self._alive = {g: np.zeros((n, grp.num_slots), bool) for g, grp in self.groups.items()}
         for i in range(n):
@@ -222,7 +230,6 @@ class VectorMultiAgentSampler:
         self._eps_counter += 1
         self._eps_id[i] = self._eps_base + self._eps_counter
         self._ep_len[i] = 0
-        self._ep_ret[i] = 0.0
         for g in self.groups:
             self._cur_obs[g][i] = first.obs[g]
             self._alive[g][i] = first.alive[g]
@@ -241,8 +248,8 @@ class VectorMultiAgentSampler:
             seen, ret = self._seen[lane.group][i], self._slot_ret[lane.group][i]
             for k in lane.slots[seen[lane.slots]]:
                 agent_rewards[(agents[k], lane.pid)] = float(ret[k])
-        self.metrics.append(RolloutMetrics(int(self._ep_len[i]), float(self._ep_ret[i]),
-                                           agent_rewards=agent_rewards))
+        total = sum(float(ret[i].sum()) for ret in self._slot_ret.values())
+        self.metrics.append(RolloutMetrics(int(self._ep_len[i]), total, agent_rewards=agent_rewards))
         self._checked_first = True
 
     # --- the step loop ----------------------------------------------------------------------------
@@ -260,100 +267,98 @@ class VectorMultiAgentSampler:
     def _collect_chunk(self, T: int, stop_after: Optional[int]) -> int:
         n, w, s = self.num_envs, self.worker, self.settings
         clock = time.perf_counter
-        perf = self._perf
         rules, clipper = s.rules, s.reward_clipper
-        horizon = rules.horizon
-        lanes = self._lanes
-        groups = self.groups
+        horizon, no_done_at_end = rules.horizon, rules.no_done_at_end
+        checks = s.check_env_steps
+        bufs = self._group_buffers(T)
         acting = []
-        for lane in lanes:
+        for lane in self._lanes:
             policy = w.policy_map[lane.pid]
-            size = n * len(lane.slots)
-            actor = policy.actor(None, policy.global_timestep + self.steps_since_sync, steps=T, num_envs=size)
-            pp, filt = w.preprocessors[lane.pid], w.filters[lane.pid]
-            direct = type(pp) is NoPreprocessor and type(filt) is NoFilter
-            cfg = policy.config
-            acting.append((lane, policy, actor, pp, filt, direct, bool(cfg.get("normalize_actions", True)),
-                           bool(cfg.get("clip_actions", False))))
-        actions = {g: np.zeros((n, grp.num_slots, *grp.action_space.shape),
-                               np.int64 if isinstance(grp.action_space, gym.spaces.Discrete) else np.float32)
-                   for g, grp in groups.items()}
+            actor = policy.actor(None, policy.global_timestep + self.steps_since_sync, steps=T,
+                                 num_envs=n * len(lane.slots))
+            space = policy.action_space
+            # Discrete actions go to the env as they are; other spaces through `env_actions`.
+            convert = None if isinstance(space, gym.spaces.Discrete) and not int(space.start) else (
+                space, bool(policy.config.get("normalize_actions", True)), bool(policy.config.get("clip_actions")))
+            acting.append((lane, actor, bufs[lane.group], convert))
         rows = 0
         inference = env_wait = processing = 0.0
+        no_terminal = np.zeros(n, bool)
         for t in range(T):
             t0 = clock()
-            for lane, policy, actor, pp, filt, direct, normalize, clip in acting:
-                obs = lane.take(self._cur_obs[lane.group])
-                flat = obs.reshape(-1, *obs.shape[2:])
-                if not direct:
-                    flat = filt.apply_batch(pp.transform_batch(flat))
-                b = lane.buffers
-                if b:
-                    row = b[SB.OBS][t].reshape(flat.shape)
-                    row[...] = flat
-                else:  # a copy: the buffers are sized by the first step's outputs
-                    row = np.array(flat, np.float32 if flat.dtype != np.uint8 else np.uint8)
-                acts, _, extra = actor.act(row)
-                if not b:
-                    b = self._alloc(lane, T, row, acts, extra, actor.deferred)
-                    b[SB.OBS][0] = row.reshape(b[SB.OBS].shape[1:])
-                shape = (n, len(lane.slots))
-                b[SB.ACTIONS][t] = acts.reshape(*shape, *acts.shape[1:])
+            env_acts = {}
+            for g, b in bufs.items():
+                b[SB.OBS][t] = self._cur_obs[g]
+                b[_VALID][t] = self._alive[g]
+                env_acts[g] = b[SB.ACTIONS][t]
+            self._env_eps[t] = self._eps_id
+            self._env_t[t] = self._ep_len
+            for lane, actor, b, convert in acting:
+                obs = b[SB.OBS][t]
+                shape = obs.shape[:2] if lane.full else (n, len(lane.slots))
+                flat = (obs if lane.full else obs[:, lane.index]).reshape(-1, *obs.shape[2:])
+                acts, _, extra = actor.act(flat)
+                if not lane.buffers:
+                    self._alloc(lane, T, extra, actor.deferred)
                 for key, value in extra.items():
-                    b[key][t] = value.reshape(*shape, *value.shape[1:])
-                b[_VALID][t] = lane.take(self._alive[lane.group])
-                b[SB.EPS_ID][t] = self._eps_id[:, None]
-                b[SB.T][t] = self._ep_len[:, None]
-                to_env = env_actions(acts, policy.action_space, normalize, clip)
-                to_env = to_env.reshape(*shape, *to_env.shape[1:])
+                    lane.buffers[key][t] = value.reshape(*shape, *value.shape[1:])
+                acts = acts.reshape(*shape, *acts.shape[1:])
                 if lane.full:
-                    actions[lane.group][...] = to_env
+                    b[SB.ACTIONS][t] = acts
                 else:
-                    actions[lane.group][:, lane.slots] = to_env
+                    b[SB.ACTIONS][t][:, lane.index] = acts
+                if convert is not None:
+                    env_acts[lane.group] = self._to_env(env_acts[lane.group], lane, acts, convert)
             t1 = clock()
             try:
-                step = self.env.step(actions)
+                step = self.env.step(env_acts)
             except Exception as e:
                 raise self._located(env_call_error("step()", e), None, None) from e
             t2 = clock()
             self._ep_len += 1
             term_all, trunc_all = step.terminated_all, step.truncated_all
             over = term_all | trunc_all
+            forced_terminal = no_terminal
             if horizon is not None:
                 at_horizon = (self._ep_len >= horizon) & ~over
                 over = over | at_horizon
                 # The reference's horizon end is terminal unless `no_done_at_end` (episode_rules.py).
-                forced_terminal = at_horizon if not rules.no_done_at_end else np.zeros(n, bool)
-            else:
-                forced_terminal = np.zeros(n, bool)
-            all_terminal = (term_all & (not rules.no_done_at_end)) | forced_terminal
-            for g in groups:
-                rew = step.rewards[g]
-                if s.check_env_steps and not math.isfinite(np.add.reduce(rew, axis=None)):
-                    self._explain_rewards(g, rew)
-                self._slot_ret[g] += rew
-                self._ep_ret += rew.sum(axis=1)
-                self._seen[g] |= step.alive[g]
-            for lane, *_ in acting:
-                b, g = lane.buffers, lane.group
-                rew = lane.take(step.rewards[g])
+                if not no_done_at_end:
+                    forced_terminal = at_horizon
+            ended = over.any()
+            all_terminal = (term_all & (not no_done_at_end)) | forced_terminal
+            for g, b in bufs.items():
+                rew, new_obs = step.rewards[g], step.obs[g]
+                if checks:
+                    if not math.isfinite(np.add.reduce(rew, axis=None)):
+                        self._explain_rewards(g, rew)
+                    if new_obs.dtype != np.uint8 and not math.isfinite(np.add.reduce(new_obs, axis=None)):
+                        self._explain_obs(g, new_obs, b[_VALID][t])
                 b[SB.REWARDS][t] = clipper(rew) if clipper is not None else rew
                 valid = b[_VALID][t]
-                term = lane.take(step.terminateds[g]) & (not rules.no_done_at_end)
-                term = (term | all_terminal[:, None]) & valid
-                b[SB.TERMINATEDS][t] = term
-                b[SB.DONES][t] = (term | lane.take(step.truncateds[g]) | over[:, None]) & valid
-                new_obs = lane.take(step.obs[g])
-                if s.check_env_steps and new_obs.dtype != np.uint8 and not math.isfinite(
-                        np.add.reduce(new_obs, axis=None)):
-                    self._explain_obs(lane, new_obs, valid)
+                # terminated: the slot's own (not under `no_done_at_end`) or its episode's terminal
+                # end; done: that, the slot's truncation or its episode's end. Live slots only.
+                term, done = b[SB.TERMINATEDS][t], b[SB.DONES][t]
+                if no_done_at_end:
+                    term[...] = False
+                else:
+                    np.logical_and(step.terminateds[g], valid, out=term)
+                np.logical_or(term, step.truncateds[g], out=done)
+                if ended:
+                    term |= all_terminal[:, None]
+                    done |= over[:, None]
+                    term &= valid
+                done &= valid
                 b[SB.NEXT_OBS][t] = new_obs
-            self._cur_obs = {g: o.astype(np.float32, copy=False) for g, o in step.obs.items()}
-            self._alive = step.alive
+                self._slot_ret[g] += rew
+                self._seen[g] |= step.alive[g]
+                self._cur_obs[g] = new_obs
+                self._alive[g] = step.alive[g]
             self.steps_since_sync += n
-            for i in np.flatnonzero(over).tolist():
-                self._end_episode(i)
-                self._new_episode(i, self._reset(i))
+            if ended:
+                for i in np.flatnonzero(over).tolist():
+                    self._end_episode(i)
+                    self._new_episode(i, self._reset(i))
             rows = t + 1
             t3 = clock()
             inference += t1 - t0
@@ -361,39 +366,60 @@ class VectorMultiAgentSampler:
             processing += t3 - t2
             if stop_after is not None and len(self.metrics) >= stop_after:
                 break
-        perf["inference"] += inference
+        perf = self._perf
         perf["env_wait"] += env_wait
         perf["processing"] += processing
         perf["steps"] += rows
         t0 = clock()
-        for lane, _, actor, *_ in acting:
-            columns = actor.finish()
-            for key, column in columns.items():
+        for lane, actor, _, _ in acting:
+            for key, column in actor.finish().items():
                 lane.buffers[key][:rows] = column.reshape(rows, n, len(lane.slots))
-        perf["inference"] += clock() - t0
+        perf["inference"] += inference + clock() - t0
         self._check_bounds(rows)
         return rows
 
-    def _alloc(self, lane: _Lane, T: int, obs: np.ndarray, acts: np.ndarray, extra: Dict[str, np.ndarray],
-               deferred: Tuple[str, ...]) -> Dict[str, np.ndarray]:
+    @staticmethod
+    def _to_env(env_acts: np.ndarray, lane: _Lane, acts: np.ndarray, convert: tuple) -> np.ndarray:
+        """The group's actions as the env takes them, with `lane`'s converted (`env_actions`)."""
+        space, normalize, clip = convert
+        out = env_actions(acts.reshape(-1, *acts.shape[2:]), space, normalize, clip)
+        out = np.asarray(out).reshape(acts.shape)
+        if lane.full:
+            return out
+        env_acts = np.array(env_acts, copy=True)  # the buffer keeps the policy's own actions
+        env_acts[:, lane.index] = out
+        return env_acts
+
+    def _group_buffers(self, T: int) -> Dict[str, Dict[str, np.ndarray]]:
+        """Per group, the env's columns of a chunk `[T, num_envs, S, ...]` (made once per size)."""
+        if self._bufs is not None and len(self._env_eps) == T:
+            return self._bufs
+        n = self.num_envs
+        self._bufs = {}
+        for g, group in self.groups.items():
+            lead = (T, n, group.num_slots)
+            obs_space, act_space = group.observation_space, group.action_space
+            obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
+            discrete = isinstance(act_space, gym.spaces.Discrete)
+            self._bufs[g] = {
+                SB.OBS: np.zeros((*lead, *obs_space.shape), obs_dtype),
+                SB.NEXT_OBS: np.zeros((*lead, *obs_space.shape), obs_dtype),
+                SB.ACTIONS: np.zeros((*lead, *act_space.shape), np.int64 if discrete else np.float32),
+                SB.REWARDS: np.zeros(lead, np.float32),
+                SB.TERMINATEDS: np.zeros(lead, bool),
+                SB.DONES: np.zeros(lead, bool),
+                _VALID: np.zeros(lead, bool),
+            }
+        self._env_eps = np.zeros((T, n), np.int64)
+        self._env_t = np.zeros((T, n), np.int64)
+        return self._bufs
+
+    def _alloc(self, lane: _Lane, T: int, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
+        """The lane's own columns: its policy's extra outputs and deferred ones `[T, num_envs, slots, ...]`."""
         lead = (T, self.num_envs, len(lane.slots))
-        b = {
-            SB.OBS: np.zeros((*lead, *obs.shape[1:]), obs.dtype),
-            SB.NEXT_OBS: np.zeros((*lead, *obs.shape[1:]), obs.dtype),
-            SB.ACTIONS: np.zeros((*lead, *acts.shape[1:]), acts.dtype),
-            SB.REWARDS: np.zeros(lead, np.float32),
-            SB.TERMINATEDS: np.zeros(lead, bool),
-            SB.DONES: np.zeros(lead, bool),
-            SB.T: np.zeros(lead, np.int64),
-            SB.EPS_ID: np.zeros(lead, np.int64),
-            _VALID: np.zeros(lead, bool),
-        }
-        for key, value in extra.items():
-            b[key] = np.zeros((*lead, *value.shape[1:]), value.dtype)
+        lane.buffers = {key: np.zeros((*lead, *value.shape[1:]), value.dtype) for key, value in extra.items()}
         for key in deferred:
-            b[key] = np.zeros(lead, np.float32)
-        lane.buffers = b
-        return b
+            lane.buffers[key] = np.zeros(lead, np.float32)
 
     # --- env checks -------------------------------------------------------------------------------
     def _located(self, error: EnvError, index: Optional[int], step: Optional[int], agent_id: Any = None,
@@ -412,33 +438,31 @@ class VectorMultiAgentSampler:
         raise self._located(EnvCheckError(f"reward {rew[i, k]!r} is not finite"), int(i), int(self._ep_len[i]),
                             self.groups[g].agents[k])
 
-    def _explain_obs(self, lane: _Lane, new_obs: np.ndarray, valid: np.ndarray) -> None:
+    def _explain_obs(self, g: str, new_obs: np.ndarray, valid: np.ndarray) -> None:
         bad = ~np.isfinite(new_obs.reshape(*new_obs.shape[:2], -1)).all(axis=2) & valid
         if not bad.any():
             return  # only dead slots' entries, which nothing reads
-        i, j = np.argwhere(bad)[0]
-        k = lane.slots[j]
-        raise self._located(EnvCheckError(observation_problem(new_obs[i, j], self.groups[lane.group].observation_space)
-                                          or "the observation is not finite"),
-                            int(i), int(self._ep_len[i]), self.groups[lane.group].agents[k])
+        i, k = np.argwhere(bad)[0]
+        group = self.groups[g]
+        raise self._located(EnvCheckError(observation_problem(new_obs[i, k], group.observation_space)
+                                          or "the observation is not finite"), int(i), int(self._ep_len[i]),
+                            group.agents[k])
 
     def _check_bounds(self, rows: int) -> None:
-        """The chunk's live observations against each policy's space (one vectorised check)."""
+        """The chunk's live observations against their group's space (one vectorised check)."""
         if not self.settings.check_env_steps or not rows:
             return
-        for lane in self._lanes:
-            b = lane.buffers
-            check = ObsBatchCheck(self.worker.preprocessors[lane.pid].observation_space)
+        for g, b in self._bufs.items():
+            group = self.groups[g]
+            check = self._obs_checks.setdefault(g, ObsBatchCheck(group.observation_space))
             valid = b[_VALID][:rows]
             if check.trivial or check.ok(b[SB.NEXT_OBS][:rows][valid]):
                 continue
-            for t, i, j in np.argwhere(valid):
-                if not check.ok(b[SB.NEXT_OBS][t, i, j][None]):
-                    k = lane.slots[j]
-                    group = self.groups[lane.group]
-                    problem = observation_problem(b[SB.NEXT_OBS][t, i, j], group.observation_space)
+            for t, i, k in np.argwhere(valid):
+                if not check.ok(b[SB.NEXT_OBS][t, i, k][None]):
+                    problem = observation_problem(b[SB.NEXT_OBS][t, i, k], group.observation_space)
                     raise self._located(EnvCheckError(problem or f"observation outside {check.space}"), int(i),
-                                        int(b[SB.T][t, i, j]) + 1, group.agents[k], int(b[SB.EPS_ID][t, i, j]))
+                                        int(self._env_t[t, i]) + 1, group.agents[k], int(self._env_eps[t, i]))
 
     # --- chunk -> batch ---------------------------------------------------------------------------
     def _build(self, rows: int) -> MultiAgentBatch:
@@ -451,15 +475,23 @@ class VectorMultiAgentSampler:
 
     def _lane_batch(self, lane: _Lane, rows: int) -> SampleBatch:
         """The lane's rows ordered by sub-env, slot, then time (alive rows only), postprocessed."""
-        b = lane.buffers
+        b = self._bufs[lane.group]
         n, m = self.num_envs, len(lane.slots)
-        keep = np.moveaxis(b[_VALID][:rows], 0, 2).reshape(-1)
-        cols = {}
-        for key, buf in b.items():
-            if key != _VALID:
-                part = np.moveaxis(buf[:rows], 0, 2)
-                cols[key] = part.reshape(n * m * rows, *part.shape[3:])[keep]
+        sel = lane.index
+
+        def rows_of(buf: np.ndarray) -> np.ndarray:  # [T, n, m, ...] -> [(n, m, T), ...]
+            part = np.moveaxis(buf[:rows], 0, 2)
+            return part.reshape(n * m * rows, *part.shape[3:])
+
+        keep = rows_of(b[_VALID][:, :, sel])
+        cols = {key: rows_of(b[key][:, :, sel])[keep] for key in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS, SB.REWARDS,
+                                                                  SB.TERMINATEDS, SB.DONES)}
         cols[SB.TRUNCATEDS] = cols[SB.DONES] & ~cols[SB.TERMINATEDS]
+        cols[SB.T] = rows_of(np.broadcast_to(self._env_t[:, :, None], (len(self._env_t), n, m)))[keep]
+        for key, buf in lane.buffers.items():
+            cols[key] = rows_of(buf)[keep]
+        eps = rows_of(np.broadcast_to(self._env_eps[:, :, None], (len(self._env_eps), n, m)))[keep]
+        cols[SB.EPS_ID] = eps
         cols[SB.ENV_ID] = np.repeat(np.arange(n, dtype=np.int64), m * rows)[keep]
         cols[SB.AGENT_INDEX] = np.tile(np.repeat(lane.agent_index.astype(np.int64), rows), n)[keep]
         batch = SampleBatch(cols)
@@ -467,7 +499,7 @@ class VectorMultiAgentSampler:
             return batch
         # Each (episode, slot) is one trajectory: a key that changes exactly where they do
         # stands in for `eps_id` while the policy postprocesses (trajectory ends, GAE).
-        eps, env_id, agent = cols[SB.EPS_ID], cols[SB.ENV_ID], cols[SB.AGENT_INDEX]
+        env_id, agent = cols[SB.ENV_ID], cols[SB.AGENT_INDEX]
         starts = np.ones(batch.count, bool)
         starts[1:] = (eps[1:] != eps[:-1]) | (env_id[1:] != env_id[:-1]) | (agent[1:] != agent[:-1])
         batch[SB.EPS_ID] = np.cumsum(starts)
