@@ -153,7 +153,7 @@ def swarm_table(agents: List[int], dict_agents: List[int], num_envs: int, steps:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10000, help="agent steps per timed run")
-    parser.add_argument("--envs", type=int, nargs="+", default=[1, 8], help="two-agent CartPole: sub-envs")
+    parser.add_argument("--envs", type=int, nargs="*", default=[1, 8], help="two-agent CartPole: sub-envs")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds (medians are reported)")
     parser.add_argument("--agents", type=int, nargs="*", default=[2, 8, 64, 512], help="CueSwarm sizes (8 first "
                         "sets the base of the ratios: it is measured first whatever the order)")
