@@ -14,7 +14,8 @@ from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
 SB = SampleBatch
 
 
-def make_worker(creator, num_envs=2, fragment=30, seed=0, policies=("shared",), mapping=None, **extra):
+def make_worker(creator, num_envs=2, fragment=30, seed=0, policies=("shared",), mapping=None, multiagent_extra=None,
+                **extra):
     from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
     from rlfleet.config import merge_configs, validate_config
     from rlfleet.rollout.rollout_worker import RolloutWorker
@@ -22,7 +23,7 @@ def make_worker(creator, num_envs=2, fragment=30, seed=0, policies=("shared",), 
     mapping = mapping or (lambda aid, episode, worker, **kw: "shared")
     config = merge_configs(DEFAULT_CONFIG, dict(
         num_envs_per_worker=num_envs, rollout_fragment_length=fragment, seed=seed,
-        multiagent={"policies": set(policies), "policy_mapping_fn": mapping}, **extra))
+        multiagent={"policies": set(policies), "policy_mapping_fn": mapping, **(multiagent_extra or {})}, **extra))
     validate_config(config)
     return RolloutWorker(env_creator=creator, policy_class=PPOTorchPolicy, config=config)
 
@@ -37,15 +38,18 @@ def _sorted(batch: SampleBatch) -> SampleBatch:
     return SampleBatch({k: v[order] for k, v in batch.items()})
 
 
-def test_same_batches_as_the_general_path_on_a_pettingzoo_parallel_env():
+@pytest.mark.parametrize("count_by", ["env_steps", "agent_steps"])
+def test_same_batches_as_the_general_path_on_a_pettingzoo_parallel_env(count_by):
     pytest.importorskip("mpe2")
-    general = make_worker(spread)
-    fast = make_worker(lambda ctx: DictSlotAdapter(spread()))
+    fragment = 30 if count_by == "env_steps" else 90  # 30 env steps of 2 envs of 3 agents either way
+    ma = {"count_steps_by": count_by}
+    general = make_worker(spread, fragment=fragment, multiagent_extra=ma)
+    fast = make_worker(lambda ctx: DictSlotAdapter(spread()), fragment=fragment, multiagent_extra=ma)
     assert isinstance(general.sampler, MultiAgentSampler)
     assert isinstance(fast.sampler, VectorMultiAgentSampler)
     for _ in range(2):  # the second batch starts mid-episode (30 steps, episodes of 25)
         a, b = general.sample(), fast.sample()
-        assert a.count == b.count == 60
+        assert a.count == b.count == 60 and a.agent_steps() == b.agent_steps() == 180
         pa, pb = _sorted(a.policy_batches["shared"]), _sorted(b.policy_batches["shared"])
         assert sorted(pa.keys()) == sorted(pb.keys())
         for key in pa.keys():
@@ -160,10 +164,11 @@ def test_ppo_with_parameter_sharing_learns_a_64_agent_swarm():
     from rlfleet.env.examples.cue_swarm import CueSwarm
 
     trainer = PPOTrainer(env=CueSwarm, config={
-        "seed": 0, "num_workers": 0, "rollout_fragment_length": 100, "train_batch_size": 100,
-        "sgd_minibatch_size": 100, "num_sgd_iter": 10, "lr": 3e-3, "metrics_smoothing_episodes": 5,
+        "seed": 0, "num_workers": 0, "rollout_fragment_length": 6400, "train_batch_size": 6400,
+        "sgd_minibatch_size": 1024, "num_sgd_iter": 10, "lr": 3e-3, "metrics_smoothing_episodes": 5,
         "model": {"fcnet_hiddens": [64, 64]}, "env_config": {"num_agents": 64},
-        "multiagent": {"policies": {"shared"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: "shared"}})
+        "multiagent": {"count_steps_by": "agent_steps", "policies": {"shared"},
+                       "policy_mapping_fn": lambda aid, episode, worker, **kw: "shared"}})
     try:
         assert isinstance(trainer.workers.local_worker().sampler, VectorMultiAgentSampler)
         first = trainer.train()
@@ -174,3 +179,14 @@ def test_ppo_with_parameter_sharing_learns_a_64_agent_swarm():
     per_step = lambda r: r["policy_reward_mean"]["shared"] / 20  # noqa: E731  (episodes of 20 steps)
     # Random: 1 / 4 per agent step; after 7 iterations (44,800 agent steps) well above.
     assert per_step(first) < 0.3 and per_step(result) > 0.6, (per_step(first), per_step(result))
+
+
+def test_agent_step_counting_with_dead_slots_reaches_the_target():
+    worker = make_worker(lambda ctx: SlotCopies("CartPole-v1", {"num_agents": 2}), num_envs=2, fragment=150,
+                         multiagent_extra={"count_steps_by": "agent_steps"})
+    assert isinstance(worker.sampler, VectorMultiAgentSampler)
+    for _ in range(3):
+        batch = worker.sample()
+        # 300 agent steps, overshooting by less than one step of 4 slots.
+        assert 300 <= batch.agent_steps() < 304 and batch.count >= 75
+    worker.stop()

@@ -16,7 +16,7 @@ segmented by a temporary trajectory key that replaces `eps_id` during postproces
 Semantics are the general path's (rollout/multi_agent_sampler.py) for envs whose agents act
 at every step they are alive (parallel envs): the same rows, episode rules, metrics
 (`agent_rewards` per (agent, policy), hence `policy_reward_mean`) and batch sizes
-(`rollout_fragment_length` env steps per sub-env, `truncate_episodes`). What it does not
+(`truncate_episodes`, counted in env or agent steps: see `sample`). What it does not
 offer (`vector_sampler_unavailable`) sends the worker to the general path instead.
 """
 from __future__ import annotations
@@ -60,8 +60,6 @@ def vector_sampler_unavailable(worker: Any, settings: SamplerSettings) -> Option
         return NOT_SLOT_ENVS
     if settings.complete_episodes:
         return "'batch_mode': 'complete_episodes'"
-    if settings.count_agent_steps:
-        return "'multiagent.count_steps_by': 'agent_steps'"
     if settings.observation_fn is not None:
         return "'multiagent.observation_fn' is set"
     if settings.rules.soft_horizon:
@@ -98,6 +96,7 @@ class _Lane:
         self.index = slice(int(slots[0]), int(slots[-1]) + 1) if consecutive else slots
         self.agent_index = first_index + slots  # the `agent_index` column: the slot's place in the layout
         self.buffers: Dict[str, np.ndarray] = {}  # its policy's own columns (the env's are per group)
+        self.steps = 0  # the buffers' T
 
 
 class VectorMultiAgentSampler:
@@ -141,9 +140,21 @@ class VectorMultiAgentSampler:
 
     # --- public ------------------------------------------------------------------------------
     def sample(self) -> MultiAgentBatch:
-        """`rollout_fragment_length` steps of every sub-env, one SampleBatch per policy."""
-        rows = self._collect(self.settings.fragment_length)
-        return self._build(rows)
+        """`rollout_fragment_length` steps of every sub-env, one SampleBatch per policy; with
+        `count_steps_by: agent_steps`, steps until the live agents' rows reach
+        `rollout_fragment_length * num_envs` (overshooting by less than one step's rows, as
+        the general path). That takes one chunk when no slot is dead; each chunk that dead
+        slots make necessary bootstraps the trajectories it cuts, as any fragment end does."""
+        if not self.settings.count_agent_steps:
+            return self._build(self._collect(self.settings.fragment_length))
+        target = self.settings.fragment_length * self.num_envs
+        per_step = self.num_envs * sum(group.num_slots for group in self.groups.values())
+        parts: List[MultiAgentBatch] = []
+        done = 0
+        while done < target:
+            parts.append(self._build(self._collect(-(-(target - done) // per_step))))
+            done += parts[-1].agent_steps()
+        return parts[0] if len(parts) == 1 else MultiAgentBatch.concat_samples(parts)
 
     def sample_episodes(self, num_episodes: int) -> List[RolloutMetrics]:
         """Runs until `num_episodes` more episodes finish; returns their metrics rows."""
@@ -298,7 +309,7 @@ class VectorMultiAgentSampler:
                 shape = obs.shape[:2] if lane.full else (n, len(lane.slots))
                 flat = (obs if lane.full else obs[:, lane.index]).reshape(-1, *obs.shape[2:])
                 acts, _, extra = actor.act(flat)
-                if not lane.buffers:
+                if lane.steps != T:
                     self._alloc(lane, T, extra, actor.deferred)
                 for key, value in extra.items():
                     lane.buffers[key][t] = value.reshape(*shape, *value.shape[1:])
@@ -417,6 +428,7 @@ class VectorMultiAgentSampler:
     def _alloc(self, lane: _Lane, T: int, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
         """The lane's own columns: its policy's extra outputs and deferred ones `[T, num_envs, slots, ...]`."""
         lead = (T, self.num_envs, len(lane.slots))
+        lane.steps = T
         lane.buffers = {key: np.zeros((*lead, *value.shape[1:]), value.dtype) for key, value in extra.items()}
         for key in deferred:
             lane.buffers[key] = np.zeros(lead, np.float32)
