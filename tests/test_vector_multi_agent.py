@@ -190,3 +190,44 @@ def test_agent_step_counting_with_dead_slots_reaches_the_target():
         # 300 agent steps, overshooting by less than one step of 4 slots.
         assert 300 <= batch.agent_steps() < 304 and batch.count >= 75
     worker.stop()
+
+
+def test_policies_added_and_removed_at_run_time_take_the_slots_from_the_next_sample():
+    from rlfleet.env.examples.cue_swarm import CueSwarm
+
+    worker = make_worker(CueSwarm, num_envs=2, fragment=10, env_config={"num_agents": 6})
+    assert set(worker.sample().policy_batches) == {"shared"}
+    worker.add_policy("odd", policy_mapping_fn=lambda aid, episode, worker, **kw: "odd" if aid % 2 else "shared")
+    batch = worker.sample()
+    assert set(batch.policy_batches) == {"shared", "odd"}
+    assert set(batch.policy_batches["odd"][SB.AGENT_INDEX].tolist()) == {1, 3, 5}
+    assert batch.policy_batches["odd"].count == batch.policy_batches["shared"].count == 10 * 2 * 3
+    worker.remove_policy("odd", policy_mapping_fn=lambda aid, episode, worker, **kw: "shared")
+    assert set(worker.sample().policy_batches) == {"shared"}
+    metrics = worker.sample_episodes(3)  # evaluation: metrics only
+    assert len(metrics) >= 3 and all(m.episode_length == 20 for m in metrics)
+    assert {pid for m in metrics for _, pid in m.agent_rewards} == {"shared"}
+    worker.stop()
+
+
+def test_restart_after_an_env_error_resets_every_sub_env():
+    from rlfleet.env.checks import EnvError
+    from rlfleet.env.examples.cue_swarm import CueSwarm
+
+    class FailsOnce(CueSwarm):
+        failed = False
+
+        def step_slots(self, actions):
+            if not FailsOnce.failed:
+                FailsOnce.failed = True
+                raise RuntimeError("boom")
+            return super().step_slots(actions)
+
+    worker = make_worker(FailsOnce, num_envs=2, fragment=5, env_config={"num_agents": 3})
+    with pytest.raises(EnvError, match="'FailsOnce', worker 0: the env's step\\(\\) raised RuntimeError: boom"):
+        worker.sample()
+    with pytest.raises(EnvError, match="boom"):  # until restart()
+        worker.sample()
+    worker.sampler.restart()
+    assert worker.sample().policy_batches["shared"].count == 5 * 2 * 3
+    worker.stop()
