@@ -16,7 +16,11 @@ given.
 
     python benchmarks/multi_agent_sampling.py            # both parts, the defaults below
     python benchmarks/multi_agent_sampling.py --steps 10000 --envs 1 8 --rounds 5 \
-        --agents 2 8 64 512 --swarm-envs 8 --dict-agents 2 8 64
+        --agents 2 8 64 512 --swarm-envs 8 --dict-agents 2 8 64 --battle-maps 16 34 80
+
+Part 3 (`--battle-maps`, needs magent2): MAgent2 battles through `MAgentSlots`, on the slot
+path and (its dict API) on the general path, microseconds per agent step excluding the env's
+stepping.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import time
 from typing import Dict, List, Tuple
 
 SHARED = {"policies": {"shared"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: "shared"}
+PER_TEAM = {"policies": {"red", "blue"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: aid.split("_")[0]}
 PER_AGENT = {"policies": {"p0", "p1"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}"}
 
 
@@ -49,14 +54,28 @@ def _dict_only(env_class):
     return DictOnly
 
 
+def _battle(map_size: int, slots: bool):
+    """A creator of MAgent2 battles on a `map_size` map through `MAgentSlots`: sampled on the
+    slot path, or (not `slots`) behind its dict API on the general path (the same flattened
+    observations, so that both run the same fully connected policies)."""
+    def make(config=None):
+        from magent2.environments import battle_v4
+
+        from rlfleet.env.magent2_slots import MAgentSlots
+
+        return MAgentSlots(battle_v4.parallel_env(map_size=map_size, max_cycles=100))
+    return make if slots else _dict_only(make)
+
+
 class AgentStepLoop:
     """A RolloutWorker on one of the benchmark's envs.
 
     Args:
         kind: "fast" (CartPole-v1, one policy), "dict" / "vector" (two-agent CartPole, a
-            policy per agent), "swarm" / "swarm-dict" (CueSwarm, one shared policy).
+            policy per agent), "swarm" / "swarm-dict" (CueSwarm, one shared policy),
+            "battle" / "battle-dict" (a MAgent2 battle, a policy per team).
         num_envs: sub-envs.
-        num_agents: agents per sub-env (the swarm kinds).
+        num_agents: agents per sub-env (the swarm kinds); the map size (the battle kinds).
         fragment: `rollout_fragment_length`.
     """
 
@@ -72,10 +91,12 @@ class AgentStepLoop:
         extra = {"num_envs_per_worker": num_envs, "rollout_fragment_length": fragment, "seed": seed}
         creators = {"fast": resolve_env("CartPole-v1")[1], "dict": MultiAgentCartPole,
                     "vector": lambda config: SlotCopies("CartPole-v1", config), "swarm": CueSwarm,
-                    "swarm-dict": _dict_only(CueSwarm)}
+                    "swarm-dict": _dict_only(CueSwarm), "battle": _battle(num_agents, slots=True),
+                    "battle-dict": _battle(num_agents, slots=False)}
         if kind != "fast":
             extra["env_config"] = {"num_agents": num_agents}
-            extra["multiagent"] = PER_AGENT if kind in ("dict", "vector") else SHARED
+            extra["multiagent"] = PER_AGENT if kind in ("dict", "vector") else (
+                PER_TEAM if kind.startswith("battle") else SHARED)
         config = merge_configs(DEFAULT_CONFIG, extra)
         validate_config(config)
         self.worker = RolloutWorker(env_creator=creators[kind], policy_class=PPOTorchPolicy, config=config)
@@ -150,6 +171,27 @@ def swarm_table(agents: List[int], dict_agents: List[int], num_envs: int, steps:
         print(f"{size:>7} {costs[size]:>9.2f} {ratio:>12} {dict_cost:>9}")
 
 
+def battle_table(maps: List[int], dict_maps: List[int], steps: int, rounds: int) -> None:
+    print(f"\nMAgent2 battle_v4, 1 sub-env, a policy per team: microseconds per agent step excluding the env's "
+          f"stepping (median of {rounds} rounds of >= {steps} agent steps)")
+    print(f"{'map':>5} {'agents':>7} {'slot path':>10} {'dict path':>10}")
+    from magent2.environments import battle_v4
+
+    for size in maps:
+        agents = len(battle_v4.parallel_env(map_size=size, max_cycles=1).possible_agents)
+        per_kind = {}
+        for kind in ("battle",) + (("battle-dict",) if size in dict_maps else ()):
+            loop = AgentStepLoop(kind, 1, num_agents=size, fragment=max(5, min(100, steps // agents)))
+            samples = []
+            for _ in range(rounds):
+                s, t, env_t = loop.run(steps)
+                samples.append(1e6 * (t - env_t) / s)
+            loop.stop()
+            per_kind[kind] = statistics.median(samples)
+        dict_cost = f"{per_kind['battle-dict']:.2f}" if "battle-dict" in per_kind else "-"
+        print(f"{size:>5} {agents:>7} {per_kind['battle']:>10.2f} {dict_cost:>10}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10000, help="agent steps per timed run")
@@ -161,6 +203,10 @@ def main() -> None:
     parser.add_argument("--swarm-steps", type=int, default=100000, help="CueSwarm: agent steps per timed run")
     parser.add_argument("--dict-agents", type=int, nargs="*", default=[2, 8, 64],
                         help="CueSwarm sizes also measured through the general path")
+    parser.add_argument("--battle-maps", type=int, nargs="*", default=[],
+                        help="MAgent2 battle map sizes (16: 12 agents, 34: 72, 80: 512; needs magent2)")
+    parser.add_argument("--dict-maps", type=int, nargs="*", default=[16, 34],
+                        help="battle map sizes also measured through the general path")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.envs:
@@ -168,6 +214,8 @@ def main() -> None:
     if args.agents:
         sizes = sorted(set(args.agents), key=lambda a: (a != 8, a))
         swarm_table(sizes, args.dict_agents, args.swarm_envs, args.swarm_steps, args.rounds)
+    if args.battle_maps:
+        battle_table(args.battle_maps, args.dict_maps, args.swarm_steps, args.rounds)
 
 
 if __name__ == "__main__":

@@ -488,24 +488,19 @@ class VectorMultiAgentSampler:
     def _lane_batch(self, lane: _Lane, rows: int) -> SampleBatch:
         """The lane's rows ordered by sub-env, slot, then time (alive rows only), postprocessed."""
         b = self._bufs[lane.group]
-        n, m = self.num_envs, len(lane.slots)
-        sel = lane.index
-
-        def rows_of(buf: np.ndarray) -> np.ndarray:  # [T, n, m, ...] -> [(n, m, T), ...]
-            part = np.moveaxis(buf[:rows], 0, 2)
-            return part.reshape(n * m * rows, *part.shape[3:])
-
-        keep = rows_of(b[_VALID][:, :, sel])
-        cols = {key: rows_of(b[key][:, :, sel])[keep] for key in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS, SB.REWARDS,
-                                                                  SB.TERMINATEDS, SB.DONES)}
+        # The live rows, as (step, sub-env, slot in the lane) in sub-env, slot, time order; every
+        # column is one gather of them.
+        i, k, t = np.nonzero(np.moveaxis(b[_VALID][:rows, :, lane.index], 0, 2))
+        slot = lane.slots[k]
+        cols = {key: b[key][t, i, slot] for key in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS, SB.REWARDS, SB.TERMINATEDS,
+                                                     SB.DONES)}
         cols[SB.TRUNCATEDS] = cols[SB.DONES] & ~cols[SB.TERMINATEDS]
-        cols[SB.T] = rows_of(np.broadcast_to(self._env_t[:, :, None], (len(self._env_t), n, m)))[keep]
+        cols[SB.T] = self._env_t[t, i]
         for key, buf in lane.buffers.items():
-            cols[key] = rows_of(buf)[keep]
-        eps = rows_of(np.broadcast_to(self._env_eps[:, :, None], (len(self._env_eps), n, m)))[keep]
-        cols[SB.EPS_ID] = eps
-        cols[SB.ENV_ID] = np.repeat(np.arange(n, dtype=np.int64), m * rows)[keep]
-        cols[SB.AGENT_INDEX] = np.tile(np.repeat(lane.agent_index.astype(np.int64), rows), n)[keep]
+            cols[key] = buf[t, i, k]
+        eps = cols[SB.EPS_ID] = self._env_eps[t, i]
+        cols[SB.ENV_ID] = i.astype(np.int64)
+        cols[SB.AGENT_INDEX] = lane.agent_index[k].astype(np.int64)
         batch = SampleBatch(cols)
         if not batch.count:
             return batch
