@@ -491,13 +491,17 @@ class VectorMultiAgentSampler:
         # The live rows, as (step, sub-env, slot in the lane) in sub-env, slot, time order; every
         # column is one gather of them.
         i, k, t = np.nonzero(np.moveaxis(b[_VALID][:rows, :, lane.index], 0, 2))
-        slot = lane.slots[k]
-        cols = {key: b[key][t, i, slot] for key in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS, SB.REWARDS, SB.TERMINATEDS,
-                                                     SB.DONES)}
+        n, m = self.num_envs, len(lane.slots)
+        # Rows of the `[T * n * S, ...]` views: `take` copies whole rows (3-index fancy
+        # indexing of large observations is many times slower).
+        group_rows = (t * n + i) * b[_VALID].shape[2] + lane.slots[k]
+        lane_rows = (t * n + i) * m + k
+        cols = {key: np.take(b[key].reshape(-1, *b[key].shape[3:]), group_rows, axis=0)
+                for key in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS, SB.REWARDS, SB.TERMINATEDS, SB.DONES)}
         cols[SB.TRUNCATEDS] = cols[SB.DONES] & ~cols[SB.TERMINATEDS]
         cols[SB.T] = self._env_t[t, i]
         for key, buf in lane.buffers.items():
-            cols[key] = buf[t, i, k]
+            cols[key] = np.take(buf.reshape(-1, *buf.shape[3:]), lane_rows, axis=0)
         eps = cols[SB.EPS_ID] = self._env_eps[t, i]
         cols[SB.ENV_ID] = i.astype(np.int64)
         cols[SB.AGENT_INDEX] = lane.agent_index[k].astype(np.int64)
