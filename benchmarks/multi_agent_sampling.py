@@ -1,26 +1,28 @@
 """Multi-agent sampling throughput: the general (dict) path and the vectorised (slot) path
 against the single-agent fast path, and the vectorised path's cost as agents grow.
 
-Part 1, in one run: agent steps per second of `RolloutWorker.sample()` on two-agent
+All figures are CPU time of this process (`time.process_time`), not wall time, so that other
+load on the machine hardly moves them.
+
+Part 1, in one run: agent steps per CPU second of `RolloutWorker.sample()` on two-agent
 CartPole (two policies, one per agent) through the general path (`MultiAgentCartPole`,
 dict API) and through the vectorised path (`SlotCopies`, slot API), and on plain
 CartPole-v1 (one policy, the fast path), all with `num_envs_per_worker` sub-envs and the
-default PPO model. The three alternate for `--rounds` timed runs (other load on the machine
-hits them alike); the median ratios to the fast path and their spread are printed.
+default PPO model. The three alternate for `--rounds` timed runs; the median ratios to the
+fast path and their spread are printed.
 
 Part 2: the vectorised path on `CueSwarm` (one shared policy) with `--agents` agents per
-sub-env: microseconds per agent step, excluding the env's own stepping (the sampler's
-`env_wait`), and the ratio to the 8-agent case (flat per-agent cost: ratios near 1 or
-below). `--dict-agents` adds the general path on the same env (its dict API) for the sizes
-given.
-
-    python benchmarks/multi_agent_sampling.py            # both parts, the defaults below
-    python benchmarks/multi_agent_sampling.py --steps 10000 --envs 1 8 --rounds 5 \
-        --agents 2 8 64 512 --swarm-envs 8 --dict-agents 2 8 64 --battle-maps 16 34 80
+sub-env: microseconds per agent step, less the env's own stepping (timed alone), and the
+ratio to the 8-agent case (flat per-agent cost: ratios near 1 or below). `--dict-agents`
+adds the general path on the same env (its dict API: the dicts count as sampler cost) for
+the sizes given.
 
 Part 3 (`--battle-maps`, needs magent2): MAgent2 battles through `MAgentSlots`, on the slot
-path and (its dict API) on the general path, microseconds per agent step excluding the env's
-stepping.
+path and (its dict API) on the general path, measured as part 2.
+
+    python benchmarks/multi_agent_sampling.py            # parts 1 and 2, the defaults below
+    python benchmarks/multi_agent_sampling.py --steps 10000 --envs 1 8 --rounds 3 \
+        --agents 2 8 64 512 --swarm-envs 8 --dict-agents 2 8 64 --battle-maps 16 34 80
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ import os
 import statistics
 import time
 from typing import Dict, List, Tuple
+
+import numpy as np
 
 SHARED = {"policies": {"shared"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: "shared"}
 PER_TEAM = {"policies": {"red", "blue"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: aid.split("_")[0]}
@@ -77,9 +81,11 @@ class AgentStepLoop:
         num_envs: sub-envs.
         num_agents: agents per sub-env (the swarm kinds); the map size (the battle kinds).
         fragment: `rollout_fragment_length`.
+        shared: two-agent CartPole with one policy for both agents (else one per agent).
     """
 
-    def __init__(self, kind: str, num_envs: int, num_agents: int = 2, fragment: int = 200, seed: int = 0):
+    def __init__(self, kind: str, num_envs: int, num_agents: int = 2, fragment: int = 200, seed: int = 0,
+                 shared: bool = False):
         from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
         from rlfleet.config import merge_configs, validate_config
         from rlfleet.env.examples.cue_swarm import CueSwarm
@@ -95,50 +101,65 @@ class AgentStepLoop:
                     "battle-dict": _battle(num_agents, slots=False)}
         if kind != "fast":
             extra["env_config"] = {"num_agents": num_agents}
-            extra["multiagent"] = PER_AGENT if kind in ("dict", "vector") else (
+            extra["multiagent"] = (SHARED if shared else PER_AGENT) if kind in ("dict", "vector") else (
                 PER_TEAM if kind.startswith("battle") else SHARED)
         config = merge_configs(DEFAULT_CONFIG, extra)
         validate_config(config)
         self.worker = RolloutWorker(env_creator=creators[kind], policy_class=PPOTorchPolicy, config=config)
         self.worker.sample()  # warm-up
 
-    def run(self, total_steps: int) -> Tuple[int, float, float]:
-        """`(agent steps, seconds, seconds in the env's step)` for at least `total_steps` agent steps."""
-        sampler = self.worker.sampler
-        before = _env_seconds(sampler)
+    def run(self, total_steps: int) -> Tuple[int, float]:
+        """`(agent steps, CPU seconds)` for at least `total_steps` agent steps. CPU time
+        (`time.process_time`: this process, all its threads), not wall time: other load on
+        the machine then hardly moves the figures."""
         steps = 0
-        start = time.perf_counter()
+        start = time.process_time()
         while steps < total_steps:
             steps += self.worker.sample().agent_steps()
-        return steps, time.perf_counter() - start, _env_seconds(sampler) - before
+        return steps, time.process_time() - start
+
+    def env_seconds(self, env_steps: int) -> float:
+        """CPU seconds the worker's sub-envs take for `env_steps` steps on their own (slot
+        envs stepped as the sampler steps them, with zero actions), for subtracting the
+        env's own stepping from a run's time."""
+        from rlfleet.env.vector_multi_agent_env import SlotMultiAgentEnv, VectorMultiAgentEnv
+
+        # The dict-API kinds wrap a slot env (`_dict_only`): its arrays are the env's own work,
+        # the dicts made of them part of the general path's cost.
+        venv = VectorMultiAgentEnv([e if isinstance(e, SlotMultiAgentEnv) else e.env for e in self.worker.env.envs])
+        for i in range(venv.num_envs):
+            venv.reset_at(i)
+        actions = {g: np.zeros((venv.num_envs, group.num_slots, *group.action_space.shape), np.int64)
+                   for g, group in venv.groups.items()}
+        start = time.process_time()
+        for _ in range(env_steps):
+            step = venv.step(actions)
+            for i in np.flatnonzero(step.terminated_all | step.truncated_all):
+                venv.reset_at(int(i))
+        return time.process_time() - start
 
     def stop(self) -> None:
         self.worker.stop()
 
 
-def _env_seconds(sampler) -> float:
-    """Seconds the sampler has waited on env steps so far (its perf stats: mean per loop step)."""
-    return sampler.perf_stats()["mean_env_wait_ms"] * max(1, sampler._perf["steps"]) / 1000.0
-
-
 def agent_steps_per_second(kind: str, num_envs: int, total_steps: int, seed: int = 0) -> float:
     loop = AgentStepLoop(kind, num_envs, seed=seed)
-    steps, seconds, _ = loop.run(total_steps)
+    steps, seconds = loop.run(total_steps)
     loop.stop()
     return steps / seconds
 
 
-def cartpole_table(envs: List[int], steps: int, rounds: int) -> None:
-    print(f"Two-agent CartPole vs the single-agent fast path: median of {rounds} alternated rounds of {steps} "
-          "agent steps [agent steps/s]")
+def cartpole_table(envs: List[int], steps: int, rounds: int, shared: bool) -> None:
+    print(f"Two-agent CartPole ({'one shared policy' if shared else 'a policy per agent'}) vs the single-agent fast "
+          f"path: median of {rounds} alternated rounds of {steps} agent steps [agent steps per CPU second]")
     print(f"{'envs':>5} {'fast (1 agent)':>15} {'dict (2)':>10} {'vector (2)':>11}  "
           f"{'dict/fast (min-max)':>20} {'vector/fast (min-max)':>22}")
     for n in envs:
-        loops = {kind: AgentStepLoop(kind, n) for kind in ("fast", "dict", "vector")}
+        loops = {kind: AgentStepLoop(kind, n, shared=shared) for kind in ("fast", "dict", "vector")}
         rates: Dict[str, List[float]] = {kind: [] for kind in loops}
         for _ in range(rounds):
             for kind, loop in loops.items():
-                s, t, _ = loop.run(steps)
+                s, t = loop.run(steps)
                 rates[kind].append(s / t)
         for loop in loops.values():
             loop.stop()
@@ -148,9 +169,22 @@ def cartpole_table(envs: List[int], steps: int, rounds: int) -> None:
             f"{statistics.median(r):>8.2f} ({min(r):.2f}-{max(r):.2f})" for r in ratios.values()))
 
 
+def _cost_without_env(loop: AgentStepLoop, steps: int, rounds: int, slots_per_step: int) -> float:
+    """Median over `rounds` of CPU microseconds per agent step of `loop`'s sampling, less the
+    sub-envs' own stepping (timed alone for as many env steps: every slot live, so that
+    is an upper bound of the env's share and the remainder a lower bound of the sampler's
+    cost when agents die)."""
+    samples = []
+    for _ in range(rounds):
+        s, t = loop.run(steps)
+        env_t = loop.env_seconds(max(1, round(s / slots_per_step)))
+        samples.append(1e6 * (t - env_t) / s)
+    return statistics.median(samples)
+
+
 def swarm_table(agents: List[int], dict_agents: List[int], num_envs: int, steps: int, rounds: int) -> None:
-    print(f"\nCueSwarm, {num_envs} sub-envs, one shared policy: microseconds per agent step excluding the env's "
-          f"stepping (median of {rounds} rounds of >= {steps} agent steps)")
+    print(f"\nCueSwarm, {num_envs} sub-envs, one shared policy: CPU microseconds per agent step excluding the "
+          f"env's stepping (median of {rounds} rounds of >= {steps} agent steps)")
     print(f"{'agents':>7} {'vector':>9} {'vs 8 agents':>12} {'dict':>9}")
     costs: Dict[int, float] = {}
     for size in agents:
@@ -158,12 +192,8 @@ def swarm_table(agents: List[int], dict_agents: List[int], num_envs: int, steps:
         per_kind = {}
         for kind in ("swarm",) + (("swarm-dict",) if size in dict_agents else ()):
             loop = AgentStepLoop(kind, num_envs, num_agents=size, fragment=fragment)
-            samples = []
-            for _ in range(rounds):
-                s, t, env_t = loop.run(steps)
-                samples.append(1e6 * (t - env_t) / s)
+            per_kind[kind] = _cost_without_env(loop, steps, rounds, size * num_envs)
             loop.stop()
-            per_kind[kind] = statistics.median(samples)
         costs[size] = per_kind["swarm"]
         base = costs.get(8)
         ratio = f"{costs[size] / base:.2f}" if base else "-"
@@ -172,8 +202,8 @@ def swarm_table(agents: List[int], dict_agents: List[int], num_envs: int, steps:
 
 
 def battle_table(maps: List[int], dict_maps: List[int], steps: int, rounds: int) -> None:
-    print(f"\nMAgent2 battle_v4, 1 sub-env, a policy per team: microseconds per agent step excluding the env's "
-          f"stepping (median of {rounds} rounds of >= {steps} agent steps)")
+    print(f"\nMAgent2 battle_v4, 1 sub-env, a policy per team: CPU microseconds per agent step excluding the "
+          f"env's stepping (median of {rounds} rounds of >= {steps} agent steps)")
     print(f"{'map':>5} {'agents':>7} {'slot path':>10} {'dict path':>10}")
     from magent2.environments import battle_v4
 
@@ -182,12 +212,8 @@ def battle_table(maps: List[int], dict_maps: List[int], steps: int, rounds: int)
         per_kind = {}
         for kind in ("battle",) + (("battle-dict",) if size in dict_maps else ()):
             loop = AgentStepLoop(kind, 1, num_agents=size, fragment=max(5, min(100, steps // agents)))
-            samples = []
-            for _ in range(rounds):
-                s, t, env_t = loop.run(steps)
-                samples.append(1e6 * (t - env_t) / s)
+            per_kind[kind] = _cost_without_env(loop, steps, rounds, agents)
             loop.stop()
-            per_kind[kind] = statistics.median(samples)
         dict_cost = f"{per_kind['battle-dict']:.2f}" if "battle-dict" in per_kind else "-"
         print(f"{size:>5} {agents:>7} {per_kind['battle']:>10.2f} {dict_cost:>10}")
 
@@ -196,6 +222,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10000, help="agent steps per timed run")
     parser.add_argument("--envs", type=int, nargs="*", default=[1, 8], help="two-agent CartPole: sub-envs")
+    parser.add_argument("--shared", action="store_true", help="two-agent CartPole: one policy for both agents")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds (medians are reported)")
     parser.add_argument("--agents", type=int, nargs="*", default=[2, 8, 64, 512], help="CueSwarm sizes (8 first "
                         "sets the base of the ratios: it is measured first whatever the order)")
@@ -210,7 +237,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.envs:
-        cartpole_table(args.envs, args.steps, args.rounds)
+        cartpole_table(args.envs, args.steps, args.rounds, args.shared)
     if args.agents:
         sizes = sorted(set(args.agents), key=lambda a: (a != 8, a))
         swarm_table(sizes, args.dict_agents, args.swarm_envs, args.swarm_steps, args.rounds)
