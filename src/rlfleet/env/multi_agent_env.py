@@ -374,8 +374,12 @@ class MultiAgentVectorEnv:
 
     def reset_at(self, index: int) -> Tuple[MultiAgentDict, MultiAgentDict]:
         """Resets sub-env `index` (seeded on its first reset)."""
+        return self.envs[index].reset(seed=self.next_seed(index))
+
+    def next_seed(self, index: int) -> Optional[int]:
+        """The seed of sub-env `index`'s next reset (its own on the first one, then None)."""
         seed, self._seeds[index] = self._seeds[index], None
-        return self.envs[index].reset(seed=seed)
+        return seed
 
     def seed_next_reset(self, seeds: List[Optional[int]]) -> None:
         """Seeds for each sub-env's next reset (a checkpoint restore restarts episodes)."""

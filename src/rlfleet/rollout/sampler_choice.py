@@ -1,13 +1,15 @@
 """Which sampler a RolloutWorker samples with (`make_sampler`): a custom `sample_collector`,
 the offline reader for `input`, else the env sampler: `ExternalEnvSampler` for an ExternalEnv,
 the vectorised fast path
-(`SingleAgentSampler`) for one policy on a single-agent env, the general multi-agent path
-(`MultiAgentSampler`) otherwise; `fake_sampler` re-serves the first batch.
+(`SingleAgentSampler`) for one policy on a single-agent env, the multi-agent fast path
+(`VectorMultiAgentSampler`) for slot envs (env/vector_multi_agent_env.py) where the config
+allows, the general multi-agent path (`MultiAgentSampler`) otherwise; `fake_sampler` re-serves the first batch.
 
 `worker` is the RolloutWorker asking (typed `Any`: the worker imports this module).
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 from rlfleet.env.external_env import ExternalEnv
@@ -18,6 +20,10 @@ from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.offline_sampler import OfflineSampler, wants_offline_input
 from rlfleet.rollout.sampler import SingleAgentSampler
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
+from rlfleet.rollout.vector_multi_agent_sampler import (NOT_SLOT_ENVS, VectorMultiAgentSampler,
+                                                        vector_sampler_unavailable)
+
+logger = logging.getLogger(__name__)
 
 
 def make_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
@@ -63,6 +69,13 @@ def _env_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> 
         if recurrent:
             raise ValueError(f"Policy {recurrent[0]!r} is recurrent; the multi-agent sampler does not run "
                              "recurrent policies yet (use one policy on a single-agent env, or no use_lstm)")
+        why = vector_sampler_unavailable(worker, settings)
+        if why is None:  # slot envs: the multi-agent fast path
+            return VectorMultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks,
+                                           settings=settings)
+        if why != NOT_SLOT_ENVS:
+            logger.warning("Sampling the slot env %s through the general multi-agent path: %s",
+                           type(env.envs[0]).__name__, why)
         return MultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks, settings=settings)
     (pid,) = list(worker.policy_map)
     return SingleAgentSampler(

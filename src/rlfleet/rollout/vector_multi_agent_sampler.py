@@ -1,0 +1,528 @@
+"""The multi-agent fast path: slot envs (env/vector_multi_agent_env.py), arrays per policy.
+
+Each policy owns the slots the policy mapping gives it (`policy_mapping_fn` is called once
+per slot, again only when the worker's mapping or policies change), all in one group of the
+env's slot layout: a *lane* (`_Lane`). Per step, each lane gathers its slots' observations of
+every sub-env into its preallocated `[T, num_envs, slots]` buffers and acts on them in one
+batched forward pass through its policy's chunk actor (policy/actor.py), whose `finish()`
+fills in the log-likelihoods and values of the whole chunk at once. Dead slots are acted on
+too (their rows are masked out): fixed shapes, no per-agent Python work.
+
+A batch is built from the buffers without per-agent objects: rows ordered by sub-env, then
+slot, then time, masked by the `alive` flags, and postprocessed by the policy in one call
+per policy (GAE runs vectorised over all of its trajectories: each (episode, slot) is one,
+segmented by a temporary trajectory key that replaces `eps_id` during postprocessing).
+
+Semantics are the general path's (rollout/multi_agent_sampler.py) for envs whose agents act
+at every step they are alive (parallel envs): the same rows, episode rules, metrics
+(`agent_rewards` per (agent, policy), hence `policy_reward_mean`) and batch sizes
+(`truncate_episodes`, counted in env or agent steps: see `sample`). What it does not
+offer (`vector_sampler_unavailable`) sends the worker to the general path instead.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+
+from rlfleet.env.checks import EnvCheckError, EnvError, ObsBatchCheck, env_call_error, observation_problem
+from rlfleet.env.multi_agent_env import MultiAgentVectorEnv
+from rlfleet.env.vector_multi_agent_env import SlotMultiAgentEnv, SlotReset, VectorMultiAgentEnv
+from rlfleet.fast.blas import single_threaded_blas
+from rlfleet.models.preprocessors import NoPreprocessor
+from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.metrics import summarize_perf
+from rlfleet.rollout.policy_mapping import call_mapping_fn
+from rlfleet.rollout.postprocessing import postprocess_for_learning
+from rlfleet.rollout.sampler_api import SamplerSettings
+from rlfleet.utils.compression import compress_columns
+from rlfleet.utils.filters import NoFilter
+from rlfleet.utils.spaces import env_actions
+
+SB = SampleBatch
+logger = logging.getLogger(__name__)
+_VALID = "_valid"  # the buffers' alive mask (not a batch column)
+NOT_SLOT_ENVS = "the env does not offer the slot API"
+_HOOKS = ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
+
+
+def vector_sampler_unavailable(worker: Any, settings: SamplerSettings) -> Optional[str]:
+    """Why `worker` cannot sample with `VectorMultiAgentSampler` (None: it can). Its env must
+    be a MultiAgentVectorEnv of slot envs; what the fast path does not offer yet sends the
+    worker to the general path, which runs the same envs through their dict API."""
+    env = worker.env
+    if not isinstance(env, MultiAgentVectorEnv) or not all(isinstance(e, SlotMultiAgentEnv) for e in env.envs):
+        return NOT_SLOT_ENVS
+    if settings.complete_episodes:
+        return "'batch_mode': 'complete_episodes'"
+    if settings.observation_fn is not None:
+        return "'multiagent.observation_fn' is set"
+    if settings.rules.soft_horizon:
+        return "'soft_horizon': True"
+    if settings.record_infos:
+        return "info dicts are recorded ('output' or a policy that reads infos)"
+    if settings.render:
+        return "'render_env': True"
+    hooks = [name for name in _HOOKS if worker.callbacks.overrides(name)]
+    if hooks:
+        return f"the callbacks override {hooks[0]}"
+    for pid, policy in worker.policy_map.items():
+        if policy.is_recurrent():
+            return f"policy {pid!r} is recurrent"
+        # The policies act on the env's observations as they are (one buffer per group).
+        if type(worker.preprocessors[pid]) is not NoPreprocessor:
+            return f"policy {pid!r} has the preprocessor {type(worker.preprocessors[pid]).__name__} (not a flat Box)"
+        if type(worker.filters[pid]) is not NoFilter:
+            return f"policy {pid!r} has the observation filter {type(worker.filters[pid]).__name__}"
+    return None
+
+
+class _Lane:
+    """One policy's slots (all of one group) and its chunk buffers `[T, num_envs, slots, ...]`."""
+
+    def __init__(self, pid: str, group: str, slots: np.ndarray, group_size: int, first_index: int):
+        self.pid = pid
+        self.group = group
+        self.slots = slots
+        self.full = len(slots) == group_size and bool((slots == np.arange(group_size)).all())
+        # How to index the group's `[num_envs, S, ...]` arrays: a slice (views, no copies)
+        # when the slots are consecutive, else the index array.
+        consecutive = bool((np.diff(slots) == 1).all())
+        self.index = slice(int(slots[0]), int(slots[-1]) + 1) if consecutive else slots
+        self.agent_index = first_index + slots  # the `agent_index` column: the slot's place in the layout
+        self.buffers: Dict[str, np.ndarray] = {}  # its policy's own columns (the env's are per group)
+        self.steps = 0  # the buffers' T
+
+
+class VectorMultiAgentSampler:
+    """Collects MultiAgentBatches from slot envs, one batched forward pass per policy per step.
+
+    Args:
+        worker: the owning RolloutWorker (`policy_map`, `preprocessors`, `filters`,
+            `policy_mapping_fn`, read when the lanes are (re)built).
+        vector_env: the worker's MultiAgentVectorEnv of `SlotMultiAgentEnv`s.
+        callbacks: the DefaultCallbacks instance (no episode hooks: see
+            `vector_sampler_unavailable`).
+        settings: the per-run settings (see `SamplerSettings`).
+    """
+
+    def __init__(self, *, worker, vector_env: MultiAgentVectorEnv, callbacks, settings: SamplerSettings):
+        self.worker = worker
+        self.base_env = vector_env
+        self.env = VectorMultiAgentEnv(vector_env.envs, seeds=vector_env.next_seed)
+        self.callbacks = callbacks
+        self.settings = settings
+        self.num_envs = self.env.num_envs
+        self.groups = self.env.groups
+        self.steps_since_sync = 0
+        self.metrics: List[RolloutMetrics] = []
+        self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
+        self._eps_base = settings.episode_id_base
+        self._eps_counter = 0
+        self._lanes: List[_Lane] = []
+        self._lanes_key: Optional[tuple] = None
+        self._cur_obs: Optional[Dict[str, np.ndarray]] = None
+        self._failed: Optional[EnvError] = None
+        self._checked_first = False
+        self._bufs: Optional[Dict[str, Dict[str, np.ndarray]]] = None
+        self._env_eps = self._env_t = np.zeros((0, 0), np.int64)  # per step and sub-env: its episode's id, step
+        self._obs_checks: Dict[str, ObsBatchCheck] = {}
+        n = self.num_envs
+        self._eps_id = np.zeros(n, np.int64)
+        self._ep_len = np.zeros(n, np.int64)
+        self._slot_ret = {g: np.zeros((n, grp.num_slots)) for g, grp in self.groups.items()}
+        self._seen = {g: np.zeros((n, grp.num_slots), bool) for g, grp in self.groups.items()}
+
+    # --- public ------------------------------------------------------------------------------
+    def sample(self) -> MultiAgentBatch:
+        """`rollout_fragment_length` steps of every sub-env, one SampleBatch per policy; with
+        `count_steps_by: agent_steps`, steps until the live agents' rows reach
+        `rollout_fragment_length * num_envs` (overshooting by less than one step's rows, as
+        the general path). That takes one chunk when no slot is dead; each chunk that dead
+        slots make necessary bootstraps the trajectories it cuts, as any fragment end does."""
+        if not self.settings.count_agent_steps:
+            return self._build(self._collect(self.settings.fragment_length))
+        target = self.settings.fragment_length * self.num_envs
+        per_step = self.num_envs * sum(group.num_slots for group in self.groups.values())
+        parts: List[MultiAgentBatch] = []
+        done = 0
+        while done < target:
+            parts.append(self._build(self._collect(-(-(target - done) // per_step))))
+            done += parts[-1].agent_steps()
+        return parts[0] if len(parts) == 1 else MultiAgentBatch.concat_samples(parts)
+
+    def sample_episodes(self, num_episodes: int) -> List[RolloutMetrics]:
+        """Runs until `num_episodes` more episodes finish; returns their metrics rows."""
+        start = len(self.metrics)
+        while len(self.metrics) - start < num_episodes:
+            self._collect(self.settings.fragment_length, stop_after=start + num_episodes)
+        return self.metrics[start:]
+
+    def restart(self) -> None:
+        """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
+        self._failed = None
+        self._cur_obs = None
+        self.metrics = []
+        self.steps_since_sync = 0
+
+    def pop_metrics(self) -> List[RolloutMetrics]:
+        out, self.metrics = self.metrics, []
+        return out
+
+    def get_state(self) -> Dict[str, Any]:
+        """The episode counter (episode ids keep counting across a checkpoint restore)."""
+        return {"episodes_started": int(self._eps_counter)}
+
+    def perf_stats(self) -> Dict[str, float]:
+        return summarize_perf(self._perf)
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        self._eps_counter = int(state.get("episodes_started", self._eps_counter))
+
+    # --- lanes: the policy mapping, once per slot ----------------------------------------------
+    def _ensure_lanes(self) -> None:
+        w = self.worker
+        key = (w.policy_mapping_fn, tuple(w.policy_map))
+        if key == self._lanes_key:
+            return
+        owned: Dict[str, Tuple[str, List[int]]] = {}
+        first = 0
+        firsts = {}
+        for name, group in self.groups.items():
+            firsts[name] = first
+            first += group.num_slots
+            for k, aid in enumerate(group.agents):
+                pid = call_mapping_fn(w.policy_mapping_fn, aid, None, w)
+                if pid not in w.policy_map:
+                    raise ValueError(f"The policy mapping returned {pid!r} for agent {aid!r}, which is not a policy "
+                                     f"of this worker; known policy ids: {sorted(w.policy_map)}")
+                lane = owned.setdefault(pid, (name, []))
+                if lane[0] != name:
+                    raise ValueError(f"Policy {pid!r} is mapped to agents of slot groups {lane[0]!r} and {name!r}; on "
+                                     "the vectorised multi-agent path a policy acts for slots of one group (map each "
+                                     "group to its own policies)")
+                lane[1].append(k)
+        order = [pid for pid in w.policy_map if pid in owned]  # the policy map's order, as the general path
+        self._lanes = [_Lane(pid, owned[pid][0], np.array(owned[pid][1]), self.groups[owned[pid][0]].num_slots,
+                             firsts[owned[pid][0]]) for pid in order]
+        self._lanes_key = key
+
+    # --- episodes -------------------------------------------------------------------------------
+    def _start(self) -> None:
+        n = self.num_envs
+        self._cur_obs = {g: np.zeros((n, grp.num_slots, *grp.observation_space.shape),
+                                     np.uint8 if grp.observation_space.dtype == np.uint8 else np.float32)
+                         for g, grp in self.groups.items()}
+        self._alive = {g: np.zeros((n, grp.num_slots), bool) for g, grp in self.groups.items()}
+        for i in range(n):
+            self._new_episode(i, self._reset(i))
+
+    def _reset(self, i: int) -> SlotReset:
+        try:
+            first = self.env.reset_at(i)
+        except Exception as e:
+            raise self._located(env_call_error("reset()", e), i, 0,
+                                episode=self._eps_base + self._eps_counter + 1) from e
+        if not self._checked_first:  # the first episode's observations, in detail
+            for g, group in self.groups.items():
+                for k in np.flatnonzero(first.alive[g]):
+                    problem = observation_problem(first.obs[g][k], group.observation_space)
+                    if problem is not None:
+                        raise self._located(EnvCheckError(problem), i, 0, group.agents[k],
+                                            self._eps_base + self._eps_counter + 1)
+        return first
+
+    def _new_episode(self, i: int, first: SlotReset) -> None:
+        self._eps_counter += 1
+        self._eps_id[i] = self._eps_base + self._eps_counter
+        self._ep_len[i] = 0
+        for g in self.groups:
+            self._cur_obs[g][i] = first.obs[g]
+            self._alive[g][i] = first.alive[g]
+            self._slot_ret[g][i] = 0.0
+            self._seen[g][i] = first.alive[g]
+        for policy in self.worker.policy_map.in_memory_policies():
+            # An exploration that acts per episode (ParameterNoise) hears of each start.
+            start = getattr(getattr(policy, "exploration", None), "on_episode_start", None)
+            if start is not None:
+                start()
+
+    def _end_episode(self, i: int) -> None:
+        agent_rewards = {}
+        for lane in self._lanes:
+            agents = self.groups[lane.group].agents
+            seen, ret = self._seen[lane.group][i], self._slot_ret[lane.group][i]
+            for k in lane.slots[seen[lane.slots]]:
+                agent_rewards[(agents[k], lane.pid)] = float(ret[k])
+        total = sum(float(ret[i].sum()) for ret in self._slot_ret.values())
+        self.metrics.append(RolloutMetrics(int(self._ep_len[i]), total, agent_rewards=agent_rewards))
+        self._checked_first = True
+
+    # --- the step loop ----------------------------------------------------------------------------
+    def _collect(self, steps: int, stop_after: Optional[int] = None) -> int:
+        """Steps every sub-env up to `steps` times (until `stop_after` metrics rows exist,
+        when given); returns the number of steps."""
+        if self._failed is not None:
+            raise self._failed.with_context()
+        self._ensure_lanes()
+        if self._cur_obs is None:
+            self._start()
+        with single_threaded_blas():  # small products: see fast/blas.py
+            return self._collect_chunk(steps, stop_after)
+
+    def _collect_chunk(self, T: int, stop_after: Optional[int]) -> int:
+        n, w, s = self.num_envs, self.worker, self.settings
+        clock = time.perf_counter
+        rules, clipper = s.rules, s.reward_clipper
+        horizon, no_done_at_end = rules.horizon, rules.no_done_at_end
+        checks = s.check_env_steps
+        bufs = self._group_buffers(T)
+        acting = []
+        for lane in self._lanes:
+            policy = w.policy_map[lane.pid]
+            actor = policy.actor(None, policy.global_timestep + self.steps_since_sync, steps=T,
+                                 num_envs=n * len(lane.slots))
+            space = policy.action_space
+            # Discrete actions go to the env as they are; other spaces through `env_actions`.
+            convert = None if isinstance(space, gym.spaces.Discrete) and not int(space.start) else (
+                space, bool(policy.config.get("normalize_actions", True)), bool(policy.config.get("clip_actions")))
+            acting.append((lane, actor, bufs[lane.group], convert))
+        rows = 0
+        inference = env_wait = processing = 0.0
+        no_terminal = np.zeros(n, bool)
+        for t in range(T):
+            t0 = clock()
+            env_acts = {}
+            for g, b in bufs.items():
+                b[SB.OBS][t] = self._cur_obs[g]
+                b[_VALID][t] = self._alive[g]
+                env_acts[g] = b[SB.ACTIONS][t]
+            self._env_eps[t] = self._eps_id
+            self._env_t[t] = self._ep_len
+            for lane, actor, b, convert in acting:
+                obs = b[SB.OBS][t]
+                shape = obs.shape[:2] if lane.full else (n, len(lane.slots))
+                flat = (obs if lane.full else obs[:, lane.index]).reshape(-1, *obs.shape[2:])
+                acts, _, extra = actor.act(flat)
+                if lane.steps != T:
+                    self._alloc(lane, T, extra, actor.deferred)
+                for key, value in extra.items():
+                    lane.buffers[key][t] = value.reshape(*shape, *value.shape[1:])
+                acts = acts.reshape(*shape, *acts.shape[1:])
+                if lane.full:
+                    b[SB.ACTIONS][t] = acts
+                else:
+                    b[SB.ACTIONS][t][:, lane.index] = acts
+                if convert is not None:
+                    env_acts[lane.group] = self._to_env(env_acts[lane.group], lane, acts, convert)
+            t1 = clock()
+            try:
+                step = self.env.step(env_acts)
+            except Exception as e:
+                raise self._located(env_call_error("step()", e), None, None) from e
+            t2 = clock()
+            self._ep_len += 1
+            term_all, trunc_all = step.terminated_all, step.truncated_all
+            over = term_all | trunc_all
+            forced_terminal = no_terminal
+            if horizon is not None:
+                at_horizon = (self._ep_len >= horizon) & ~over
+                over = over | at_horizon
+                # The reference's horizon end is terminal unless `no_done_at_end` (episode_rules.py).
+                if not no_done_at_end:
+                    forced_terminal = at_horizon
+            ended = over.any()
+            all_terminal = (term_all & (not no_done_at_end)) | forced_terminal
+            for g, b in bufs.items():
+                rew, new_obs = step.rewards[g], step.obs[g]
+                if checks:
+                    if not math.isfinite(np.add.reduce(rew, axis=None)):
+                        self._explain_rewards(g, rew)
+                    if new_obs.dtype != np.uint8 and not math.isfinite(np.add.reduce(new_obs, axis=None)):
+                        self._explain_obs(g, new_obs, b[_VALID][t])
+                b[SB.REWARDS][t] = clipper(rew) if clipper is not None else rew
+                valid = b[_VALID][t]
+                # terminated: the slot's own (not under `no_done_at_end`) or its episode's terminal
+                # end; done: that, the slot's truncation or its episode's end. Live slots only.
+                term, done = b[SB.TERMINATEDS][t], b[SB.DONES][t]
+                if no_done_at_end:
+                    term[...] = False
+                else:
+                    np.logical_and(step.terminateds[g], valid, out=term)
+                np.logical_or(term, step.truncateds[g], out=done)
+                if ended:
+                    term |= all_terminal[:, None]
+                    done |= over[:, None]
+                    term &= valid
+                done &= valid
+                b[SB.NEXT_OBS][t] = new_obs
+                self._slot_ret[g] += rew
+                self._seen[g] |= step.alive[g]
+                self._cur_obs[g] = new_obs
+                self._alive[g] = step.alive[g]
+            self.steps_since_sync += n
+            if ended:
+                for i in np.flatnonzero(over).tolist():
+                    self._end_episode(i)
+                    self._new_episode(i, self._reset(i))
+            rows = t + 1
+            t3 = clock()
+            inference += t1 - t0
+            env_wait += t2 - t1
+            processing += t3 - t2
+            if stop_after is not None and len(self.metrics) >= stop_after:
+                break
+        perf = self._perf
+        perf["env_wait"] += env_wait
+        perf["processing"] += processing
+        perf["steps"] += rows
+        t0 = clock()
+        for lane, actor, _, _ in acting:
+            for key, column in actor.finish().items():
+                lane.buffers[key][:rows] = column.reshape(rows, n, len(lane.slots))
+        perf["inference"] += inference + clock() - t0
+        self._check_bounds(rows)
+        return rows
+
+    @staticmethod
+    def _to_env(env_acts: np.ndarray, lane: _Lane, acts: np.ndarray, convert: tuple) -> np.ndarray:
+        """The group's actions as the env takes them, with `lane`'s converted (`env_actions`)."""
+        space, normalize, clip = convert
+        out = env_actions(acts.reshape(-1, *acts.shape[2:]), space, normalize, clip)
+        out = np.asarray(out).reshape(acts.shape)
+        if lane.full:
+            return out
+        env_acts = np.array(env_acts, copy=True)  # the buffer keeps the policy's own actions
+        env_acts[:, lane.index] = out
+        return env_acts
+
+    def _group_buffers(self, T: int) -> Dict[str, Dict[str, np.ndarray]]:
+        """Per group, the env's columns of a chunk `[T, num_envs, S, ...]` (made once per size)."""
+        if self._bufs is not None and len(self._env_eps) == T:
+            return self._bufs
+        n = self.num_envs
+        self._bufs = {}
+        for g, group in self.groups.items():
+            lead = (T, n, group.num_slots)
+            obs_space, act_space = group.observation_space, group.action_space
+            obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
+            discrete = isinstance(act_space, gym.spaces.Discrete)
+            self._bufs[g] = {
+                SB.OBS: np.zeros((*lead, *obs_space.shape), obs_dtype),
+                SB.NEXT_OBS: np.zeros((*lead, *obs_space.shape), obs_dtype),
+                SB.ACTIONS: np.zeros((*lead, *act_space.shape), np.int64 if discrete else np.float32),
+                SB.REWARDS: np.zeros(lead, np.float32),
+                SB.TERMINATEDS: np.zeros(lead, bool),
+                SB.DONES: np.zeros(lead, bool),
+                _VALID: np.zeros(lead, bool),
+            }
+        self._env_eps = np.zeros((T, n), np.int64)
+        self._env_t = np.zeros((T, n), np.int64)
+        return self._bufs
+
+    def _alloc(self, lane: _Lane, T: int, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
+        """The lane's own columns: its policy's extra outputs and deferred ones `[T, num_envs, slots, ...]`."""
+        lead = (T, self.num_envs, len(lane.slots))
+        lane.steps = T
+        lane.buffers = {key: np.zeros((*lead, *value.shape[1:]), value.dtype) for key, value in extra.items()}
+        for key in deferred:
+            lane.buffers[key] = np.zeros(lead, np.float32)
+
+    # --- env checks -------------------------------------------------------------------------------
+    def _located(self, error: EnvError, index: Optional[int], step: Optional[int], agent_id: Any = None,
+                 episode: Optional[int] = None) -> EnvError:
+        """`error` with its location; remembered: later collections raise it again until `restart()`."""
+        if episode is None and index is not None:
+            episode = int(self._eps_id[index])
+        error = error.with_context(env_id=self.settings.env_id or type(self.env.envs[0]).__name__,
+                                   worker_index=self.settings.worker_index, sub_env_index=index,
+                                   episode_id=episode, step=step, agent_id=agent_id)
+        self._failed = error
+        return error
+
+    def _explain_rewards(self, g: str, rew: np.ndarray) -> None:
+        i, k = np.argwhere(~np.isfinite(rew))[0]
+        raise self._located(EnvCheckError(f"reward {rew[i, k]!r} is not finite"), int(i), int(self._ep_len[i]),
+                            self.groups[g].agents[k])
+
+    def _explain_obs(self, g: str, new_obs: np.ndarray, valid: np.ndarray) -> None:
+        bad = ~np.isfinite(new_obs.reshape(*new_obs.shape[:2], -1)).all(axis=2) & valid
+        if not bad.any():
+            return  # only dead slots' entries, which nothing reads
+        i, k = np.argwhere(bad)[0]
+        group = self.groups[g]
+        raise self._located(EnvCheckError(observation_problem(new_obs[i, k], group.observation_space)
+                                          or "the observation is not finite"), int(i), int(self._ep_len[i]),
+                            group.agents[k])
+
+    def _check_bounds(self, rows: int) -> None:
+        """The chunk's live observations against their group's space (one vectorised check)."""
+        if not self.settings.check_env_steps or not rows:
+            return
+        for g, b in self._bufs.items():
+            group = self.groups[g]
+            check = self._obs_checks.setdefault(g, ObsBatchCheck(group.observation_space))
+            valid = b[_VALID][:rows]
+            if check.trivial or check.ok(b[SB.NEXT_OBS][:rows][valid]):
+                continue
+            for t, i, k in np.argwhere(valid):
+                if not check.ok(b[SB.NEXT_OBS][t, i, k][None]):
+                    problem = observation_problem(b[SB.NEXT_OBS][t, i, k], group.observation_space)
+                    raise self._located(EnvCheckError(problem or f"observation outside {check.space}"), int(i),
+                                        int(self._env_t[t, i]) + 1, group.agents[k], int(self._env_eps[t, i]))
+
+    # --- chunk -> batch ---------------------------------------------------------------------------
+    def _build(self, rows: int) -> MultiAgentBatch:
+        batches = {}
+        for lane in self._lanes:
+            batch = self._lane_batch(lane, rows)
+            if batch.count:
+                batches[lane.pid] = batch
+        return MultiAgentBatch(batches, rows * self.num_envs)
+
+    def _lane_batch(self, lane: _Lane, rows: int) -> SampleBatch:
+        """The lane's rows ordered by sub-env, slot, then time (alive rows only), postprocessed."""
+        b = self._bufs[lane.group]
+        # The live rows, as (step, sub-env, slot in the lane) in sub-env, slot, time order; every
+        # column is one gather of them.
+        i, k, t = np.nonzero(np.moveaxis(b[_VALID][:rows, :, lane.index], 0, 2))
+        n, m = self.num_envs, len(lane.slots)
+        # Rows of the `[T * n * S, ...]` views: `take` copies whole rows (3-index fancy
+        # indexing of large observations is many times slower).
+        group_rows = (t * n + i) * b[_VALID].shape[2] + lane.slots[k]
+        lane_rows = (t * n + i) * m + k
+        cols = {key: np.take(b[key].reshape(-1, *b[key].shape[3:]), group_rows, axis=0)
+                for key in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS, SB.REWARDS, SB.TERMINATEDS, SB.DONES)}
+        cols[SB.TRUNCATEDS] = cols[SB.DONES] & ~cols[SB.TERMINATEDS]
+        cols[SB.T] = self._env_t[t, i]
+        for key, buf in lane.buffers.items():
+            cols[key] = np.take(buf.reshape(-1, *buf.shape[3:]), lane_rows, axis=0)
+        eps = cols[SB.EPS_ID] = self._env_eps[t, i]
+        cols[SB.ENV_ID] = i.astype(np.int64)
+        cols[SB.AGENT_INDEX] = lane.agent_index[k].astype(np.int64)
+        batch = SampleBatch(cols)
+        if not batch.count:
+            return batch
+        # Each (episode, slot) is one trajectory: a key that changes exactly where they do
+        # stands in for `eps_id` while the policy postprocesses (trajectory ends, GAE).
+        env_id, agent = cols[SB.ENV_ID], cols[SB.AGENT_INDEX]
+        starts = np.ones(batch.count, bool)
+        starts[1:] = (eps[1:] != eps[:-1]) | (env_id[1:] != env_id[:-1]) | (agent[1:] != agent[:-1])
+        batch[SB.EPS_ID] = np.cumsum(starts)
+        policy = self.worker.policy_map[lane.pid]
+        batch = postprocess_for_learning(policy, batch, {}, None)
+        if batch.count != len(eps):
+            raise ValueError(f"{type(policy).__name__}.postprocess_trajectory changed the number of rows; the "
+                             "vectorised multi-agent sampler needs it to keep them (use the general multi-agent path)")
+        batch[SB.EPS_ID] = eps
+        if self.settings.compress_observations:
+            compress_columns(batch)
+        return batch
+
+
+__all__ = ["VectorMultiAgentSampler", "vector_sampler_unavailable"]
