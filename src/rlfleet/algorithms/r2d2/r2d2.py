@@ -51,7 +51,12 @@ class R2D2Trainer(SequenceReplayTrainer):
 
     def validate_algorithm_config(self, config: dict) -> None:
         super().validate_algorithm_config(config)
-        model = config["model"]
-        if not (model.get("use_lstm") or model.get("use_attention")):
-            raise ValueError("R2D2 learns a recurrent Q-network: set 'model': {'use_lstm': True} (or "
-                             "'use_attention': True); for a feed-forward Q-network use DQN")
+        require_recurrent_model(self._name, config)
+
+
+def require_recurrent_model(name: str, config: dict) -> None:
+    """R2D2 (and APEX_R2D2) learn a recurrent Q-network: refuses a model config without memory."""
+    model = config["model"]
+    if not (model.get("use_lstm") or model.get("use_attention")):
+        raise ValueError(f"{name} learns a recurrent Q-network: set 'model': {{'use_lstm': True}} (or "
+                         "'use_attention': True); for a feed-forward Q-network use DQN (or APEX)")
