@@ -56,6 +56,13 @@ def test_settings_it_cannot_serve_are_refused_by_name(bad, match, tmp_path):
         ApexR2D2Trainer(env=StatelessCartPole, config=dict(SMALL, **bad), logdir=str(tmp_path))
 
 
+def test_r2d2_points_to_apex_r2d2_for_shards(tmp_path):
+    from rlfleet.algorithms.r2d2 import R2D2Trainer
+
+    with pytest.raises(ValueError, match="num_replay_buffer_shards.*run 'APEX_R2D2'"):
+        R2D2Trainer(env=StatelessCartPole, config=dict(SMALL), logdir=str(tmp_path))
+
+
 def test_sequences_reach_the_shards_with_their_start_states_and_r2d2_priorities(tmp_path):
     # No learning (learning_starts out of reach): the weights the states were recorded with stay.
     trainer = ApexR2D2Trainer(env=StatelessCartPole, config=dict(SMALL, learning_starts=10 ** 6, zero_init_states=False),

@@ -26,7 +26,7 @@ from rlfleet.policy.sample_batch import SampleBatch
 
 # R2D2's defaults, with Ape-X's replay (prioritized, per-worker epsilons) on top.
 ALGO_KEYS: List[ConfigKey] = with_defaults(
-    [k for k in R2D2_KEYS if k.name != "worker_side_prioritization"] + APEX_KEYS,
+    [k for k in R2D2_KEYS if k.name not in {k.name for k in APEX_KEYS}] + APEX_KEYS,
     {"prioritized_replay": True, "exploration_config": APEX_DEFAULTS["exploration_config"]})
 
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
