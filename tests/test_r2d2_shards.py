@@ -37,8 +37,9 @@ def test_registered_with_r2d2_defaults_and_apex_replay():
     assert get_trainer_class("APEX_R2D2") is ApexR2D2Trainer
     cfg = ApexR2D2Trainer._default_config
     for key in ("lr", "gamma", "train_batch_size", "buffer_size", "replay_burn_in", "zero_init_states",
-                "prioritized_replay_eta", "use_h_function", "target_network_update_freq", "batch_mode"):
+                "prioritized_replay_eta", "use_h_function", "batch_mode"):
         assert cfg[key] == R2D2_DEFAULTS[key], key
+    assert cfg["target_network_update_freq"] == 2500 * 1280  # trained steps, as in Ape-X: the paper's 2500 updates
     assert cfg["model"]["use_lstm"] is True
     assert cfg["num_replay_buffer_shards"] == 4 and cfg["worker_side_prioritization"] is True
     assert cfg["prioritized_replay"] is True and cfg["exploration_config"]["type"] == "PerWorkerEpsilonGreedy"

@@ -24,10 +24,13 @@ from rlfleet.algorithms.sequence_replay import (policy_sequences, replayed_seque
 from rlfleet.config import ConfigKey, algorithm_config, with_defaults
 from rlfleet.policy.sample_batch import SampleBatch
 
-# R2D2's defaults, with Ape-X's replay (prioritized, per-worker epsilons) on top.
+# R2D2's defaults, with Ape-X's replay (prioritized, per-worker epsilons) on top. As in Ape-X,
+# the learner refreshes the target network every `target_network_update_freq` TRAINED steps
+# (R2D2 counts sampled ones): the R2D2 paper's period of 2500 updates of 1280 steps.
 ALGO_KEYS: List[ConfigKey] = with_defaults(
     [k for k in R2D2_KEYS if k.name not in {k.name for k in APEX_KEYS}] + APEX_KEYS,
-    {"prioritized_replay": True, "exploration_config": APEX_DEFAULTS["exploration_config"]})
+    {"prioritized_replay": True, "exploration_config": APEX_DEFAULTS["exploration_config"],
+     "target_network_update_freq": 2500 * 1280})
 
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
