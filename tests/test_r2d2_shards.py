@@ -66,13 +66,13 @@ def test_r2d2_points_to_apex_r2d2_for_shards(tmp_path):
 
 def test_sequences_reach_the_shards_with_their_start_states_and_r2d2_priorities(tmp_path):
     # No learning (learning_starts out of reach): the weights the states were recorded with stay.
-    trainer = ApexR2D2Trainer(env=StatelessCartPole, config=dict(SMALL, learning_starts=10 ** 6, zero_init_states=False),
-                              logdir=str(tmp_path))
+    config = dict(SMALL, learning_starts=10 ** 6, zero_init_states=False)
+    trainer = ApexR2D2Trainer(env=StatelessCartPole, config=config, logdir=str(tmp_path))
     try:
         result = trainer.train()
         policy = trainer.get_policy()
-        net, alpha, eps = policy.model.q_net, trainer.config["prioritized_replay_alpha"], \
-            trainer.config["prioritized_replay_eps"]
+        net = policy.model.q_net
+        alpha, eps = trainer.config["prioritized_replay_alpha"], trainer.config["prioritized_replay_eps"]
         checked = 0
         for shard in trainer.shards:
             seqs = stored_sequences(shard)
@@ -136,8 +136,7 @@ def test_learner_priorities_go_back_to_the_shard_replayed_from(tmp_path):
         last = {int(j): p for j, p in zip(idx, priorities)}  # a repeated index keeps its last value
         np.testing.assert_allclose(trainer.shard_priorities(i)[list(last)], np.array(list(last.values())) ** alpha,
                                    rtol=1e-5)
-        steps = result["info"]["learner"][DEFAULT_POLICY_ID]
-        assert np.isfinite(steps["learner_stats"]["loss"])
+        assert np.isfinite(result["info"]["learner"][DEFAULT_POLICY_ID]["learner_stats"]["loss"])
     finally:
         trainer.stop()
 
