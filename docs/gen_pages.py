@@ -48,6 +48,7 @@ DATA_DESCRIPTIONS: Dict[str, str] = {
     "SIMPLE_Q_DEFAULT_CONFIG": "SimpleQ's default config (DQN without double Q, dueling, "
                                "noisy nets or distributional heads).",
     "APEX_DDPG_DEFAULT_CONFIG": "APEX_DDPG's default config (Ape-X's data flow on DDPG).",
+    "APEX_R2D2_DEFAULT_CONFIG": "APEX_R2D2's default config (R2D2 over Ape-X's replay shards).",
     "ACTOR_CRITIC_KEYS": "The actor-critic keys A2C shares with A3C (`ConfigKey`s).",
     "OPTIMIZER_KEYS": "The learning-rate and gradient keys A2C shares with A3C (`ConfigKey`s).",
     "VTRACE_KEYS": "The V-trace keys IMPALA shares with APPO (`ConfigKey`s).",

@@ -49,6 +49,7 @@ SUPPORTED_ACTION_SPACES = {
     "ES": {"Discrete", "Box"},
     "ARS": {"Discrete", "Box"},
     "R2D2": {"Discrete"},
+    "APEX_R2D2": {"Discrete"},
     "RNNSAC": {"Box", "Discrete"},
 }
 
@@ -92,6 +93,8 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "ARS": {"noise_size": 100_000, "num_rollouts": 4, "rollouts_used": 2, "model": {"fcnet_hiddens": [16]}},
     "R2D2": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4},
              "hiddens": [16]},
+    "APEX_R2D2": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8,
+                                           "max_seq_len": 4}, "hiddens": [16], "num_replay_buffer_shards": 2},
     "RNNSAC": {**_OFF_POLICY, "model": {"max_seq_len": 4}, "Q_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8},
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
 }

@@ -43,30 +43,52 @@ def sequence_length(config: dict) -> int:
     return int(config["replay_burn_in"]) + int(config["model"]["max_seq_len"])
 
 
+def sequences_per_batch(config: dict) -> int:
+    """Sequences replayed per update: `train_batch_size` counts steps, as in the reference."""
+    return max(1, config["train_batch_size"] // sequence_length(config))
+
+
+def validate_sequence_replay(name: str, config: dict) -> None:
+    """What sequence replay needs of the rest of the config (R2D2, RNNSAC, APEX_R2D2)."""
+    if config["batch_mode"] != "complete_episodes":
+        raise ValueError(f"{name} needs 'batch_mode': 'complete_episodes' (got {config['batch_mode']!r}): "
+                         "replay sequences are cut from whole episodes")
+    if config.get("compress_observations"):
+        raise ValueError(f"'compress_observations': True is not available for {name} yet (replayed "
+                         "sequences store their observations as arrays); set it False")
+
+
+def policy_sequences(policy: Any, batch: SampleBatch, *, burn_in: int, n_step: int, gamma: float) -> SampleBatch:
+    """The replay sequences (replay/sequences.py) of `policy`'s sampled rows: its `max_seq_len`,
+    its recorded states and the view columns its model reads."""
+    return replay_sequences(batch, max_seq_len=policy.max_seq_len, burn_in=burn_in, n_step=n_step, gamma=gamma,
+                            num_states=policy.num_state_tensors(),
+                            stream_columns=(SampleBatch.OBS, *policy.view_columns))
+
+
+def replayed_sequence_steps(replayed: SampleBatch) -> int:
+    """Agent steps replayed sequences hold (their rows with an action, burn-in included)."""
+    return int(replayed[SampleBatch.SEQ_LENS].sum())
+
+
 class SequenceReplayTrainer(OffPolicyTrainer):
     """`OffPolicyTrainer` whose buffers store sequences; its policy learns on them (see
     `algorithms/sequence_learning.py`) and records its memory's state while acting."""
 
     def validate_algorithm_config(self, config: dict) -> None:
         super().validate_algorithm_config(config)
-        if config["batch_mode"] != "complete_episodes":
-            raise ValueError(f"{self._name} needs 'batch_mode': 'complete_episodes' (got {config['batch_mode']!r}): "
-                             "replay sequences are cut from whole episodes")
-        if config.get("compress_observations"):
-            raise ValueError(f"'compress_observations': True is not available for {self._name} yet (replayed "
-                             "sequences store their observations as arrays); set it False")
+        validate_sequence_replay(self._name, config)
 
     def replay_items(self, policy_id: str, batch: SampleBatch, gamma: float) -> SampleBatch:
-        policy = self.get_policy(policy_id)
-        return replay_sequences(batch, max_seq_len=policy.max_seq_len, burn_in=self.config["replay_burn_in"],
-                                n_step=self.config["n_step"], gamma=gamma, num_states=policy.num_state_tensors(),
-                                stream_columns=(SampleBatch.OBS, *policy.view_columns))
+        return policy_sequences(self.get_policy(policy_id), batch, burn_in=self.config["replay_burn_in"],
+                                n_step=self.config["n_step"], gamma=gamma)
 
     def replay_batch_items(self) -> int:
-        return max(1, self.config["train_batch_size"] // sequence_length(self.config))
+        return sequences_per_batch(self.config)
 
     def replayed_steps(self, replayed: SampleBatch) -> int:
-        return int(replayed[SampleBatch.SEQ_LENS].sum())
+        return replayed_sequence_steps(replayed)
 
 
-__all__ = ["SequenceReplayTrainer", "sequence_length", "sequence_replay_keys"]
+__all__ = ["SequenceReplayTrainer", "policy_sequences", "replayed_sequence_steps", "sequence_length",
+           "sequence_replay_keys", "sequences_per_batch", "validate_sequence_replay"]

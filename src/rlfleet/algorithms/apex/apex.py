@@ -160,6 +160,9 @@ class ApexTrainer(LearnerLock, DQNTrainer):
     _name = "APEX"
     _default_config = DEFAULT_CONFIG
     _algo_keys = ALGO_KEYS
+    # What a worker makes of its samples for the shards (a module-level function: it is
+    # shipped to the remote workers); APEX_R2D2 stores sequences instead.
+    worker_side_items = staticmethod(worker_side_transitions)
 
     def validate_algorithm_config(self, config: dict) -> None:
         fold_reference_optimizer(config, self._default_config)
@@ -171,7 +174,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         # Reentrant, so that state reads inside `learner_paused()` take it again.
         self._lock = threading.RLock()
         n = config["num_replay_buffer_shards"]
-        args = [(config, i, config["buffer_size"] // n, config["learning_starts"] // n) for i in range(n)]
+        args = [(config, i, config["buffer_size"] // n, self.shard_replay_starts(n)) for i in range(n)]
         self._remote = bool(self.workers.remote_workers())
         if self._remote:
             self.shards = self.workers.start_actors(ReplayShard, args)
@@ -190,13 +193,17 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         if self._remote:
             self.learner.start()
 
+    def shard_replay_starts(self, num_shards: int) -> int:
+        """Items a shard holds before it replays: its share of `learning_starts`."""
+        return self.config["learning_starts"] // num_shards
+
     # --- what the learner does with one replayed batch (under the lock) ----------------
     def _learn_on(self, shard_index: int, replayed: Dict[str, Any]):
         eps = self.config["prioritized_replay_eps"]
         infos, priorities, rows = {}, {}, 0
         for pid, batch in replayed.items():
             infos[pid], priorities[pid] = learn_replayed(self.get_policy(pid), batch, eps)
-            rows = max(rows, batch.count)
+            rows = max(rows, self.replayed_steps(batch))
         self._updates += 1
         self._trained_since_target += rows
         target_updated = self._trained_since_target >= self.config["target_network_update_freq"]
@@ -214,8 +221,8 @@ class ApexTrainer(LearnerLock, DQNTrainer):
             else:
                 self.shards[shard_index].update_priorities(priorities)
         self._learner_info.update(infos)
-        self.counters["num_env_steps_trained"] += max(b.count for b in replayed.values())
-        self.counters["num_agent_steps_trained"] += sum(b.count for b in replayed.values())
+        self.counters["num_env_steps_trained"] += max(self.replayed_steps(b) for b in replayed.values())
+        self.counters["num_agent_steps_trained"] += sum(self.replayed_steps(b) for b in replayed.values())
         if target_updated:
             self.counters["num_target_updates"] += 1
             self.counters["last_target_update_ts"] = self.counters["num_env_steps_trained"]
@@ -229,7 +236,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         local = self.workers.local_worker()
         # === sample one fragment and add it to the next shard ===
         batch = local.sample()
-        self.shards[self._add_turn % len(self.shards)].add(worker_side_transitions(local, batch))
+        self.shards[self._add_turn % len(self.shards)].add(self.worker_side_items(local, batch))
         self._add_turn += 1
         self.counters["num_env_steps_sampled"] += batch.env_steps()
         self.counters["num_agent_steps_sampled"] += batch.agent_steps()
@@ -239,7 +246,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
             for _ in range(self.updates_owed(batch.env_steps())):
                 index = self._replay_turn % len(self.shards)
                 self._replay_turn += 1
-                replayed = self.shards[index].replay(cfg["train_batch_size"], beta)
+                replayed = self.shards[index].replay(self.replay_batch_items(), beta)
                 if replayed is not None:
                     self._after_learning(self._learn_on(index, replayed))
         local.set_global_vars(self._global_vars())
@@ -250,7 +257,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         cfg = self.config
         workers = self.workers
         # === sample: the workers add n-step transitions straight to the shards ===
-        workers.sample_async_into(worker_side_transitions, self.shards, "add",
+        workers.sample_async_into(self.worker_side_items, self.shards, "add",
                                   max_in_flight=cfg["max_sample_requests_in_flight_per_worker"])
         for index, (env_steps, agent_steps) in workers.ready_results(timeout_s=0.05):
             self.counters["num_env_steps_sampled"] += env_steps
@@ -266,7 +273,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
             pending = collections.Counter(self._replays_in_flight.values())
             for i, shard in enumerate(self.shards):
                 for _ in range(cfg["max_requests_in_flight_per_replay_shard"] - pending[i]):
-                    future = workers.call_actor(shard, "replay", cfg["train_batch_size"], beta)
+                    future = workers.call_actor(shard, "replay", self.replay_batch_items(), beta)
                     self._replays_in_flight[future] = i
             ready, _ = workers.wait_futures(list(self._replays_in_flight), timeout_s=0.0)
             for future in ready:

@@ -6,7 +6,7 @@ actor started by `WorkerSet.start_actors` (with remote workers); the code is the
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -15,13 +15,14 @@ from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import BATCH_INDEXES, PRIO_WEIGHTS, PrioritizedReplayBuffer, ReplayBuffer, n_step_transitions
 from rlfleet.utils.seeding import derive_seed
 
-# {policy_id: (n-step transitions, initial priorities or None)}
+# {policy_id: (items to store, e.g. n-step transitions, initial priorities or None)}
 ShardItems = Dict[str, Tuple[SampleBatch, Optional[np.ndarray]]]
 
 
 def td_errors(policy: Any, transitions: SampleBatch) -> np.ndarray:
-    """The policy's TD error on each transition, without learning (Ape-X's initial
-    priorities: the loss evaluated under `torch.no_grad()` with unit importance weights)."""
+    """The policy's TD error on each stored item (a transition, or a sequence's priority mix)
+    without learning (Ape-X's initial priorities: the loss evaluated under `torch.no_grad()`
+    with unit importance weights)."""
     batch = transitions.copy()
     batch[PRIO_WEIGHTS] = np.ones(batch.count, dtype=np.float32)
     with torch.no_grad():
@@ -29,11 +30,11 @@ def td_errors(policy: Any, transitions: SampleBatch) -> np.ndarray:
     return np.nan_to_num(stats["td_error"].detach().cpu().numpy().reshape(-1), nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def worker_side_transitions(worker: Any, batch: Any) -> ShardItems:
-    """Runs on the rollout worker that sampled `batch`: each trained policy's rows become
-    n-step transitions (`n_step`, the policy's `gamma`) with, under
-    `worker_side_prioritization`, their initial priorities |TD error| + `prioritized_replay_eps`
-    (else None: the shard gives them its highest priority so far)."""
+def worker_side_items(worker: Any, batch: Any, make_items: Callable[[Any, SampleBatch], SampleBatch]) -> ShardItems:
+    """Runs on the rollout worker that sampled `batch`: each trained policy's rows become what
+    its shard stores, `make_items(policy, rows)`, with, under `worker_side_prioritization`,
+    their initial priorities |TD error| + `prioritized_replay_eps` (else None: the shard gives
+    them its highest priority so far)."""
     multi = batch.as_multi_agent()
     out: ShardItems = {}
     for pid in worker.policies_to_train:
@@ -42,12 +43,21 @@ def worker_side_transitions(worker: Any, batch: Any) -> ShardItems:
             continue
         policy = worker.policy_map[pid]
         cfg = policy.config
-        transitions = n_step_transitions(rows, cfg["n_step"], cfg["gamma"])
+        items = make_items(policy, rows)
         priorities = None
         if cfg.get("worker_side_prioritization") and cfg.get("prioritized_replay"):
-            priorities = np.abs(td_errors(policy, transitions)) + cfg["prioritized_replay_eps"]
-        out[pid] = (transitions, priorities)
+            priorities = np.abs(td_errors(policy, items)) + cfg["prioritized_replay_eps"]
+        out[pid] = (items, priorities)
     return out
+
+
+def _n_step_items(policy: Any, rows: SampleBatch) -> SampleBatch:
+    return n_step_transitions(rows, policy.config["n_step"], policy.config["gamma"])
+
+
+def worker_side_transitions(worker: Any, batch: Any) -> ShardItems:
+    """`worker_side_items` of Ape-X: n-step transitions (`n_step`, the policy's `gamma`)."""
+    return worker_side_items(worker, batch, _n_step_items)
 
 
 class ReplayShard:

@@ -7,14 +7,22 @@ overlap by the burn-in (`SequenceReplayTrainer`, replay/sequences.py).
 """
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
 from rlfleet.algorithms.r2d2.r2d2_policy import R2D2TorchPolicy
 from rlfleet.algorithms.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
-from rlfleet.config import ConfigKey, algorithm_config, boolean, not_available, number_above, with_defaults
+from rlfleet.config import (ConfigKey, InvalidValue, algorithm_config, boolean, not_available, number_above,
+                            with_defaults)
 
 K = ConfigKey
+
+
+def _no_shards(v: Any) -> Any:
+    if v != 0:
+        raise InvalidValue("0 (R2D2 keeps one buffer in its process); for replay shards run 'APEX_R2D2', R2D2 over "
+                           "Ape-X's replay shards, with this num_replay_buffer_shards")
+    return v
 
 _UNAVAILABLE = {
     "num_atoms": K("num_atoms", 1, "C51 atoms; R2D2 learns expected Q-values only.",
@@ -36,6 +44,8 @@ ALGO_KEYS: List[ConfigKey] = [
     K("use_h_function", True, "Rescale targets with h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x (and bootstrap "
       "through its inverse).", boolean),
     K("h_function_epsilon", 1e-3, "The eps of the h function.", number_above(0)),
+    K("num_replay_buffer_shards", 0, "0: R2D2 keeps its one replay buffer in the trainer's process; for Ape-X's "
+      "replay shards (Ray actors the workers add to) run APEX_R2D2.", _no_shards),
 ]
 
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
@@ -51,7 +61,12 @@ class R2D2Trainer(SequenceReplayTrainer):
 
     def validate_algorithm_config(self, config: dict) -> None:
         super().validate_algorithm_config(config)
-        model = config["model"]
-        if not (model.get("use_lstm") or model.get("use_attention")):
-            raise ValueError("R2D2 learns a recurrent Q-network: set 'model': {'use_lstm': True} (or "
-                             "'use_attention': True); for a feed-forward Q-network use DQN")
+        require_recurrent_model(self._name, config)
+
+
+def require_recurrent_model(name: str, config: dict) -> None:
+    """R2D2 (and APEX_R2D2) learn a recurrent Q-network: refuses a model config without memory."""
+    model = config["model"]
+    if not (model.get("use_lstm") or model.get("use_attention")):
+        raise ValueError(f"{name} learns a recurrent Q-network: set 'model': {{'use_lstm': True}} (or "
+                         "'use_attention': True); for a feed-forward Q-network use DQN (or APEX)")
