@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from rlfleet.algorithms.maddpg.agent_policies import fill_agent_policies
 from rlfleet.algorithms.maddpg.joint_batch import joint_transitions
 from rlfleet.algorithms.maddpg.maddpg_policy import MADDPGTorchPolicy, column
 from rlfleet.algorithms.off_policy import OffPolicyTrainer, make_replay_buffer
@@ -17,7 +18,6 @@ from rlfleet.algorithms.replay_keys import replay_keys
 from rlfleet.algorithms.sampling import synchronous_parallel_sample
 from rlfleet.config import (ConfigKey, activation, algorithm_config, boolean, int_at_least, not_available,
                             number_above, number_in, one_of, optional, override, positive_int_list)
-from rlfleet.policy.policy_spec import PolicySpec
 from rlfleet.replay import ReplayBuffer
 
 K = ConfigKey
@@ -63,16 +63,6 @@ ALGO_KEYS: List[ConfigKey] = [
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
-def maddpg_policies(env) -> Dict[str, PolicySpec]:
-    """`{agent id: PolicySpec}` with each agent's spaces, for `multiagent.policies` of a
-    multi-agent env with `possible_agents` (a PettingZoo env or its rlfleet adapter): one
-    policy per agent, named after it (map with `lambda agent_id, *a, **k: agent_id`)."""
-    return {str(a): PolicySpec(None, env.observation_space(a) if callable(env.observation_space)
-                               else env.observation_spaces[a],
-                               env.action_space(a) if callable(env.action_space) else env.action_spaces[a], {})
-            for a in env.possible_agents}
-
-
 class MADDPGTrainer(OffPolicyTrainer):
     """Multi-Agent DDPG with discrete actions (Gumbel-softmax).
 
@@ -96,6 +86,11 @@ class MADDPGTrainer(OffPolicyTrainer):
             if spec.policy_class is not None and not issubclass(spec.policy_class, MADDPGTorchPolicy):
                 raise ValueError(f"'multiagent.policies': policy {pid!r} is a {spec.policy_class.__name__}; every "
                                  "MADDPG agent needs MADDPG's policy (leave the PolicySpec's class None)")
+
+    def _make_workers(self, *, env_creator, policy_class, config, num_workers):
+        fill_agent_policies(config, env_creator)  # before any policy is built: the critics need every agent's spaces
+        return super()._make_workers(env_creator=env_creator, policy_class=policy_class, config=config,
+                                     num_workers=num_workers)
 
     def setup(self, config: dict) -> None:
         super().setup(config)
@@ -163,4 +158,4 @@ class MADDPGTrainer(OffPolicyTrainer):
             self.joint_buffer.set_state(buffer_state)
 
 
-__all__ = ["DEFAULT_CONFIG", "MADDPGTrainer", "maddpg_policies"]
+__all__ = ["DEFAULT_CONFIG", "MADDPGTrainer"]

@@ -59,7 +59,7 @@ def team_spaces(config: dict, policy_id: str, obs_space: gym.Space, action_space
         if obs is None or act is None:
             raise ValueError(f"MADDPG's centralised critic of policy {policy_id!r} needs the spaces of policy "
                              f"{pid!r}: give every PolicySpec in 'multiagent.policies' its observation_space and "
-                             "action_space (rlfleet.algorithms.maddpg.maddpg_policies(env) builds them)")
+                             "action_space (left at its default, MADDPG makes one policy per env agent with its spaces)")
         check_spaces(pid, obs, act)
         team.append((pid, int(np.prod(obs.shape)), int(act.n)))
     return team
