@@ -57,6 +57,8 @@ def joint_transitions(batch: MultiAgentBatch, agents: List[str], n_step: int, ga
 
 
 def _check_one_agent(pid: str, rows: SampleBatch) -> None:
+    if SB.AGENT_INDEX not in rows:  # a single-agent env's batch
+        return
     eps, agent = rows[SB.EPS_ID], rows[SB.AGENT_INDEX]
     pairs = set(zip(eps.tolist(), agent.tolist()))
     if len(pairs) != len(set(eps.tolist())):

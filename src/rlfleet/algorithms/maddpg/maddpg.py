@@ -54,7 +54,7 @@ ALGO_KEYS: List[ConfigKey] = [
     K("grad_norm_clipping", 0.5, "Clip each network's gradient norm to this; None: no clipping.",
       optional(number_above(0), "no clipping")),
     override("rollout_fragment_length", 100),
-    override("train_batch_size", 1024),
+    override("train_batch_size", 1024, "Joint transitions (env steps of every agent) replayed per update."),
     override("timesteps_per_iteration", 0),
     override("min_iter_time_s", 0),
     override("evaluation_duration", 10),
