@@ -163,10 +163,10 @@ def test_maddpg_learns_the_cooperative_match_target_game(tmp_path):
 
 
 def test_checkpoint_restores_buffer_and_resumes_bit_identically(tmp_path):
-    config = dict(TINY, store_buffer_in_checkpoints=True)
+    # 1.5 replayed steps per sampled step: a restored trainer must also resume the fraction of an update owed.
+    config = dict(TINY, store_buffer_in_checkpoints=True, training_intensity=1.5)
     a = MADDPGTrainer(env=MatchTargetEnv, config=config, logdir=str(tmp_path / "a"))
-    a.train()
-    a.train()
+    a.train()  # 1.5 updates owed: one made, half of one carried over
     path = a.save()
     b = MADDPGTrainer(env=MatchTargetEnv, config=dict(config, seed=5), logdir=str(tmp_path / "b"))
     b.restore(path)
