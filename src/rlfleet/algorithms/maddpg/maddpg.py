@@ -94,7 +94,8 @@ class MADDPGTrainer(OffPolicyTrainer):
 
     def setup(self, config: dict) -> None:
         super().setup(config)
-        self.agents = list(self.workers.local_worker().policy_map)  # joint order: multiagent.policies'
+        # The joint batch's agent order: that of `multiagent.policies`, as the critics' inputs (maddpg_policy.py).
+        self.agents = list(config["multiagent"]["policies"] or self.workers.local_worker().policy_map)
         self.joint_buffer: ReplayBuffer = make_replay_buffer(config)
         self.counters.setdefault("num_agent_steps_dropped", 0)
 
