@@ -51,6 +51,7 @@ SUPPORTED_ACTION_SPACES = {
     "R2D2": {"Discrete"},
     "APEX_R2D2": {"Discrete"},
     "RNNSAC": {"Box", "Discrete"},
+    "MADDPG": {"Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -97,6 +98,7 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
                                            "max_seq_len": 4}, "hiddens": [16], "num_replay_buffer_shards": 2},
     "RNNSAC": {**_OFF_POLICY, "model": {"max_seq_len": 4}, "Q_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8},
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
+    "MADDPG": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16], "rollout_fragment_length": 16},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)

@@ -36,6 +36,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "R2D2": ("rlfleet.algorithms.r2d2", "R2D2Trainer"),
     "APEX_R2D2": ("rlfleet.algorithms.r2d2", "ApexR2D2Trainer"),
     "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
+    "MADDPG": ("rlfleet.algorithms.maddpg", "MADDPGTrainer"),
 }
 
 
