@@ -657,3 +657,27 @@ def test_a_failing_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert t.train()["training_iteration"] == 3
     assert os.path.basename(t.save()) == "checkpoint_3"
     t.stop()
+
+
+def test_off_policy_resume_keeps_the_update_owed_by_training_intensity(tmp_path):
+    from rlfleet.algorithms.dqn import DQNTrainer
+
+    # 100 sampled steps x 48 / 32 = 150 replayed rows per iteration: 4.6875 updates, so a
+    # fraction of an update is owed at every save; a resume must carry it.
+    config = {"seed": 0, "num_workers": 0, "train_batch_size": 32, "learning_starts": 32, "training_intensity": 1.5,
+              "timesteps_per_iteration": 100, "min_iter_time_s": 0, "rollout_fragment_length": 4,
+              "store_buffer_in_checkpoints": True, "model": {"fcnet_hiddens": [16]}}
+    a = DQNTrainer(env="CartPole-v1", config=config, logdir=str(tmp_path / "a"))
+    a.train()
+    assert 0 < a.get_state()["update_credit"] < 1
+    path = a.save()
+    b = DQNTrainer(env="CartPole-v1", config=dict(config, seed=5), logdir=str(tmp_path / "b"))
+    b.restore(path)
+    a.restore(path)
+    for _ in range(2):
+        ra, rb = a.train(), b.train()
+    assert ra["num_env_steps_trained"] == rb["num_env_steps_trained"]
+    wa, wb = a.get_weights()["default_policy"], b.get_weights()["default_policy"]
+    assert all(wa[k].tobytes() == wb[k].tobytes() for k in wa)
+    a.stop()
+    b.stop()

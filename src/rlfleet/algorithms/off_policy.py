@@ -169,9 +169,11 @@ class OffPolicyTrainer(Trainer):
 
     # --- state: the trainer's, plus the replay buffers ------------------------------
     def get_state(self) -> Dict[str, Any]:
-        """`Trainer.get_state()`, plus `replay_buffers: {policy_id: buffer state}` with
-        `store_buffer_in_checkpoints`."""
+        """`Trainer.get_state()`, plus the fraction of an update `training_intensity` has paid
+        for (`update_credit`: a resume then replays exactly as the run would have) and
+        `replay_buffers: {policy_id: buffer state}` with `store_buffer_in_checkpoints`."""
         state = super().get_state()
+        state["update_credit"] = float(self._update_credit)
         if self.config.get("store_buffer_in_checkpoints"):
             state["replay_buffers"] = {pid: buffer.get_state() for pid, buffer in self.replay_buffers.items()}
         return state
@@ -190,5 +192,6 @@ class OffPolicyTrainer(Trainer):
                                  f"{pid!r}; this trainer's buffers have {self.config['buffer_size']} (set buffer_size "
                                  "to match)")
         super().set_state(state)
+        self._update_credit = float(state.get("update_credit", 0.0))
         for pid, buffer_state in buffers.items():
             self.replay_buffer(pid).set_state(buffer_state)

@@ -142,10 +142,9 @@ class MADDPGTrainer(OffPolicyTrainer):
 
     # --- state: the trainer's, plus the joint buffer ------------------------------------
     def get_state(self) -> Dict[str, Any]:
-        """`Trainer.get_state()`, plus the fraction of an update `training_intensity` has paid
-        for (`update_credit`) and `joint_replay_buffer` with `store_buffer_in_checkpoints`."""
+        """`OffPolicyTrainer.get_state()` (with `update_credit`), plus `joint_replay_buffer`
+        with `store_buffer_in_checkpoints`."""
         state = super().get_state()
-        state["update_credit"] = float(self._update_credit)
         if self.config.get("store_buffer_in_checkpoints"):
             state["joint_replay_buffer"] = self.joint_buffer.get_state()
         return state
@@ -157,7 +156,6 @@ class MADDPGTrainer(OffPolicyTrainer):
             raise ValueError(f"it holds a replay buffer of capacity {buffer_state.get('capacity')!r}; this "
                              f"trainer's has {self.config['buffer_size']} (set buffer_size to match)")
         super().set_state(state)
-        self._update_credit = float(state.get("update_credit", 0.0))
         if buffer_state is not None:
             self.joint_buffer.set_state(buffer_state)
 
