@@ -35,6 +35,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "ARS": ("rlfleet.algorithms.ars", "ARSTrainer"),
     "R2D2": ("rlfleet.algorithms.r2d2", "R2D2Trainer"),
     "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
+    "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
 }
 
 
