@@ -50,6 +50,8 @@ SUPPORTED_ACTION_SPACES = {
     "ARS": {"Discrete", "Box"},
     "R2D2": {"Discrete"},
     "RNNSAC": {"Box", "Discrete"},
+    # A grouped env's Tuple of Discrete actions only (tests/test_qmix.py): every single-agent space is refused.
+    "QMIX": set(),
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -94,6 +96,7 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
              "hiddens": [16]},
     "RNNSAC": {**_OFF_POLICY, "model": {"max_seq_len": 4}, "Q_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8},
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
+    "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)

@@ -45,8 +45,6 @@ ALGO_KEYS: List[ConfigKey] = [
                               "rollout_fragment_length", "num_workers", "min_iter_time_s", "lr_schedule")),
     override("train_batch_size", 32, "Episodes replayed per update (the reference's QMIX counts stored items)."),
     override("batch_mode", "complete_episodes"),
-    override("num_workers", 0),
-    override("min_iter_time_s", 1),
     # The reference's agent network is fc(64) -> GRU(64) -> fc; without recurrence (see
     # qmix_model.AgentNetwork), two ReLU layers of its width.
     override("model.fcnet_hiddens", [64, 64]),
