@@ -188,12 +188,15 @@ def test_checkpoint_keeps_buffer_and_state_and_resumes_bit_identically(tmp_path)
 
 
 def test_remote_workers_sample_the_grouped_env(ray_session, tmp_path):
-    trainer = QMIXTrainer(env="qmix_two_step", config=dict(TINY, num_workers=1), logdir=str(tmp_path))
+    # VDN here (QMIX elsewhere): a mixer without weights; target updates copy the agent network only.
+    config = dict(TINY, num_workers=1, mixer="vdn", target_network_update_freq=20)
+    trainer = QMIXTrainer(env="qmix_two_step", config=config, logdir=str(tmp_path))
     try:
         for _ in range(2):
             result = trainer.train()
         assert result["num_healthy_workers"] == 1 and result["info"]["num_agent_steps_trained"] > 0
         assert result["episodes_total"] >= 40  # 2-step episodes, all sampled remotely
+        assert result["info"]["num_target_updates"] > 0
     finally:
         trainer.stop()
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from rlfleet.algorithms.qmix.group_layout import GroupLayout
-from rlfleet.algorithms.qmix.qmix_model import QMIXModel
+from rlfleet.algorithms.qmix.qmix_model import QMIXModel, QMixer
 from rlfleet.algorithms.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
                                                   sequence_tensors)
 from rlfleet.models.distributions import Categorical
@@ -140,7 +140,7 @@ class QMIXTorchPolicy(TorchPolicy):
     def update_target(self, tau: float = 1.0) -> None:
         """Copies the online agent network and mixer into their targets (tau < 1: Polyak average)."""
         soft_update(self.model.target_agent, self.model.agent, tau)
-        if self.model.mixer is not None:
+        if isinstance(self.model.mixer, QMixer):  # VDN's sum and independent learners have no mixer weights
             soft_update(self.model.target_mixer, self.model.mixer, tau)
 
 
