@@ -91,7 +91,8 @@ class QMIXTorchPolicy(TorchPolicy):
     loss_columns = SEQUENCE_COLUMNS
 
     def __init__(self, observation_space, action_space, config, **kwargs):
-        GroupLayout(observation_space, action_space)  # a clear error before any network is built
+        # A clear error before any network is built.
+        GroupLayout(observation_space, action_space, config["model"].get("action_mask_key") or "action_mask")
         # The reference's name for the gradient-norm clip the learning loop applies.
         super().__init__(observation_space, action_space, dict(config, grad_clip=config["grad_norm_clipping"]),
                          **kwargs)
