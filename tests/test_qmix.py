@@ -19,7 +19,7 @@ from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.replay.sequences import replay_sequences
-from tests.helpers import load_tuned_example
+from tests.helpers import load_tuned_example, train_until
 from tests.test_r2d2 import assert_resumes_bit_identically
 
 SB = SampleBatch
@@ -214,16 +214,16 @@ def greedy_team_return(trainer) -> float:
 
 
 def test_qmix_finds_the_two_step_games_joint_optimum():
-    """The tuned example (seeded, small): QMIX's greedy team return is the optimum 8."""
+    """The tuned example (seeded, small): the team's training return passes 7.7 (independent
+    learners settle near 7), and the greedy team return is the optimum 8."""
     example = load_tuned_example("qmix/two-step-qmix.yaml")
     trainer = QMIXTrainer(env=example.config["env"], config=example.config)
     try:
-        returns = []
-        while not returns or (returns[-1] < 8.0 and result["timesteps_total"] < example.stop["timesteps_total"]):
-            result = trainer.train()
-            returns.append(greedy_team_return(trainer))
-        assert returns[-1] == 8.0, returns
-        assert tuple(int(a) for a in trainer.compute_single_action(two_step_team().reset()[0]["team"],
-                                                                   explore=False))[0] == 1  # heads for state 2
+        result, history = train_until(trainer, reward=example.stop["episode_reward_mean"],
+                                      max_timesteps=example.stop["timesteps_total"])
+        assert result["episode_reward_mean"] >= example.stop["episode_reward_mean"], history
+        assert greedy_team_return(trainer) == 8.0
+        first = trainer.compute_single_action(two_step_team().reset()[0]["team"], explore=False)
+        assert int(first[0]) == 1  # agent 0 heads for state 2
     finally:
         trainer.stop()
