@@ -153,6 +153,7 @@ def test_the_loss_is_the_one_step_double_q_team_target(tmp_path):
     ({"model": {"use_lstm": True}}, "not recurrent yet"),
     ({"prioritized_replay": True}, "prioritized_replay"),
     ({"n_step": 3}, "n_step"),
+    ({"fast_path": "require"}, "fast_path='require', but the NumPy learner cannot serve QMIXTorchPolicy"),
 ])
 def test_settings_it_cannot_serve_are_refused_by_name(bad, match, tmp_path):
     with pytest.raises(ValueError, match=match):
