@@ -52,6 +52,8 @@ SUPPORTED_ACTION_SPACES = {
     "APEX_R2D2": {"Discrete"},
     "RNNSAC": {"Box", "Discrete"},
     "MADDPG": {"Discrete"},
+    # A grouped env's Tuple of Discrete actions only (tests/test_qmix.py): every single-agent space is refused.
+    "QMIX": set(),
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -99,6 +101,7 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "RNNSAC": {**_OFF_POLICY, "model": {"max_seq_len": 4}, "Q_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8},
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
     "MADDPG": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16], "rollout_fragment_length": 16},
+    "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
 }
 
 SUPPORTED = [(algo, space) for algo in sorted(SUPPORTED_ACTION_SPACES)

@@ -560,7 +560,7 @@ def test_exploration_type_unknown_is_a_clear_error():
 # Algorithm keys (declared as ConfigKeys by each algorithm) and the registry.
 # ---------------------------------------------------------------------------------------
 ALGORITHMS = ["PPO", "DDPPO", "PG", "DQN", "SimpleQ", "SAC", "DDPG", "TD3", "A2C", "A3C", "IMPALA", "APPO", "APEX", "APEX_DDPG", "BC", "MARWIL", "CQL",
-              "BanditLinUCB", "BanditLinTS", "ES", "ARS", "R2D2", "APEX_R2D2", "RNNSAC", "MADDPG"]
+              "BanditLinUCB", "BanditLinTS", "ES", "ARS", "R2D2", "APEX_R2D2", "RNNSAC", "MADDPG", "QMIX"]
 
 
 def algorithm_config(name, **overrides):

@@ -30,6 +30,8 @@ from rlfleet.utils.nested import set_nested  # noqa: E402
 
 ALGORITHMS = list_algorithms()
 CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
+# Algorithms that learn for a group of agents, and a grouped env to build them on.
+GROUPED_ENVS = {"QMIX": "rlfleet.algorithms.qmix.team_envs:two_step_team"}
 
 
 def _keys_of(algo: str) -> List[Tuple[str, Any]]:
@@ -179,7 +181,7 @@ def test_building_a_trainer_works_or_names_the_key(drawn, tmp_path_factory):
     if not values:
         return
     cls = get_trainer_class(algo)
-    env = "Pendulum-v1" if algo in CONTINUOUS else "CartPole-v1"
+    env = GROUPED_ENVS.get(algo) or ("Pendulum-v1" if algo in CONTINUOUS else "CartPole-v1")
     config = _as_config(values, _tiny_base(algo))
     environ = dict(os.environ)
     trainer = None

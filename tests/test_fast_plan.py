@@ -91,7 +91,8 @@ def test_an_unknown_fast_path_value_is_rejected():
 from tests.test_algorithm_smoke import SUPPORTED_ACTION_SPACES, build  # noqa: E402
 
 NUMPY_LEARNERS = {"PPO", "SAC", "DDPG", "TD3", "DQN", "SimpleQ", "APEX", "APEX_DDPG"}
-LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO"})  # DD-PPO learns on remote workers only
+# DD-PPO learns on remote workers only; QMIX needs a grouped env (its fast-path report: tests/test_qmix.py).
+LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO", "QMIX"})
 # NumPy all the way, no torch path: "off" is refused, "require" is met.
 NUMPY_ONLY = {"BanditLinUCB", "BanditLinTS", "ES", "ARS"}
 

@@ -37,6 +37,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "APEX_R2D2": ("rlfleet.algorithms.r2d2", "ApexR2D2Trainer"),
     "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
     "MADDPG": ("rlfleet.algorithms.maddpg", "MADDPGTrainer"),
+    "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
 }
 
 

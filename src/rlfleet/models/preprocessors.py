@@ -287,6 +287,13 @@ class _FlatteningPreprocessor(Preprocessor):
     def _batch_parts(self, obs_list: Any) -> list[Any]:
         raise NotImplementedError  # abstract
 
+    @property
+    def observation_space(self) -> spaces.Box:
+        box = super().observation_space
+        # Models that need the structure (action masking: a Dict; QMIX: a group's Tuple) read it from here.
+        box.original_space = self._space
+        return box
+
     def _low(self) -> np.ndarray:
         parts = [np.asarray(c._low(), dtype=np.float32).reshape(-1) for c in self._children]
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
@@ -380,13 +387,6 @@ class DictFlatteningPreprocessor(_FlatteningPreprocessor):
     def column_slices(self) -> dict[Any, slice]:
         """`{key: slice}`: where each value sits in the flattened observation."""
         return {k: slice(lo, hi) for k, lo, hi in zip(self._keys, self._bounds, self._bounds[1:])}
-
-    @property
-    def observation_space(self) -> spaces.Box:
-        box = super().observation_space
-        # Models that need the structure (action masking) read it from here.
-        box.original_space = self._space
-        return box
 
     def _labels(self) -> list[str]:
         return [repr(k) for k in self._keys]

@@ -110,7 +110,7 @@ class TorchPolicy(Policy):
             self.dist_class, self.model = self.make_model_and_action_dist()
         self.model.to(self.device)
         self.towers: Optional[Towers] = Towers(self.model, self.devices) if len(self.devices) > 1 else None
-        self.exploration = make_exploration(config, action_space, generator=self.generator, np_random=self.np_random,
+        self.exploration = make_exploration(config, self.exploration_space(), generator=self.generator, np_random=self.np_random,
                                             model=self.model)
         # An exploration that perturbs the weights it acts with (ParameterNoise) runs the
         # acting forward pass itself: `(model, input_dict, state, explore, timestep) -> (out, state)`.
@@ -139,6 +139,11 @@ class TorchPolicy(Policy):
         # Why acting cannot run the NumPy copy of the model (None: it can): see numpy_actor.py.
         self._numpy_reason: Optional[str] = static_numpy_reason(
             self, acts_its_own_way=type(self).compute_actions is not TorchPolicy.compute_actions)
+
+    def exploration_space(self) -> Any:
+        """The action space the exploration draws from: the policy's (QMIX explores per
+        member of a group, in one member's space)."""
+        return self.action_space
 
     def make_model_and_action_dist(self) -> Tuple[Any, torch.nn.Module]:
         """`(dist_class, model)`: from the ModelCatalog by default; algorithms with their own
