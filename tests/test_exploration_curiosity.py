@@ -109,6 +109,24 @@ def test_multidiscrete_actions_one_hot_per_component_and_the_icm_learns():
     np.testing.assert_allclose(last["intrinsic_return_mean"], out[INTRINSIC_REWARDS][6:].sum(), rtol=1e-5)
 
 
+def test_the_icm_takes_one_adam_step_per_episode_piece_as_the_reference():
+    # The reference learns in postprocessing: one step per episode's piece of an env's
+    # fragment. Short episodes: many steps per fragment (the forward model keeps up).
+    policy = make_policy(PPOTrainer, gym.spaces.Box(-1.0, 1.0, (5,), np.float32), gym.spaces.Discrete(3),
+                         rollout_fragment_length=4, exploration_config=SMALL)  # pieces of <= 4 rows
+    icm = policy.exploration
+    batch = transitions(n=14)
+    batch[SB.EPS_ID] = np.array([1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 4, 4, 5, 5])
+    assert icm.trajectory_pieces(batch) == [(0, 2), (2, 6), (6, 9), (9, 10), (10, 12), (12, 14)]
+    batch["agent_index"] = np.array([0, 1] * 7)  # two agents' rows interleaved: every row its own piece
+    assert icm.trajectory_pieces(batch) == [(i, i + 1) for i in range(14)]
+    del batch["agent_index"], batch[SB.EPS_ID]
+    assert icm.trajectory_pieces(batch) == [(0, 4), (4, 8), (8, 12), (12, 14)]
+    batch[SB.EPS_ID] = np.repeat(np.arange(7), 2)  # seven 2-step episodes: seven steps (one per 4 rows: four)
+    icm.on_learn_on_batch(policy, icm.postprocess_trajectory(policy, batch))
+    assert all(state["step"] == 7 for state in icm.get_state()["optimizer"]["state"].values())
+
+
 def test_intrinsic_return_carries_episodes_across_batches():
     icm = linear_policy().exploration
     batch = transitions()
@@ -307,6 +325,18 @@ def test_minigrid_view_is_the_flat_egocentric_view():
     assert truncated  # the fourth step: max_steps goes to MiniGrid
     with pytest.raises(gym.error.Error):
         MiniGridView({"id": "MiniGrid-NoSuchGrid-v0"})
+    # one-hot (object, colour, state per cell, as the reference's curiosity test) and the direction
+    coded = MiniGridView({"id": "MiniGrid-Empty-8x8-v0", "one_hot": True, "direction": True})
+    plain, _ = MiniGridView({"id": "MiniGrid-Empty-8x8-v0"}).reset(seed=0)
+    obs, _ = coded.reset(seed=0)
+    assert coded.observation_space.shape == (49 * 20 + 4,) and coded.observation_space.contains(obs)
+    cells = obs[:-4].reshape(49, 20)
+    indices = np.stack([cells[:, :11].argmax(1), cells[:, 11:17].argmax(1), cells[:, 17:].argmax(1)], 1)
+    assert cells.sum() == 49 * 3 and np.array_equal(indices.reshape(-1), plain)
+    assert obs[-4:].tolist() == [1, 0, 0, 0]  # facing right, MiniGrid's direction 0
+    assert coded.step(1)[0][-4:].tolist() == [0, 1, 0, 0]  # turned right: facing down
+    with pytest.raises(ValueError, match="env_config.one_hot must be true or false"):
+        MiniGridView({"id": "MiniGrid-Empty-8x8-v0", "one_hot": "yes"})
     navigation = MiniGridView({"id": "MiniGrid-Empty-8x8-v0", "num_actions": 3})
     assert navigation.action_space == gym.spaces.Discrete(3)
     with pytest.raises(ValueError, match="env_config.num_actions must be in \\[1, 7\\]"):

@@ -11,8 +11,11 @@ How it differs from the reference (same maths, other plumbing):
   computes the intrinsic reward, with the ICM weights the learner last sent (they travel
   with the policy's weights, prefixed `exploration.`), and the ICM trains where the policy
   learns (`on_learn_on_batch`, on the train batch, before the policy's update): one Adam
-  step per `rollout_fragment_length * num_envs_per_worker` rows, in order, as many steps as
-  the reference takes (one per postprocessed fragment).
+  step per piece of trajectory the reference would postprocess (one episode's rows within
+  one env's fragment: at most `rollout_fragment_length` rows, fewer where an episode ends),
+  in order, as many steps as the reference takes. With episodes shorter than a fragment
+  that is many more steps than one per fragment: the forward model learns what it has seen
+  as fast as the reference's, so the novelty of visited states fades as fast.
 - Each row's intrinsic reward is kept in an `intrinsic_rewards` column; the learner reports
   its mean per step and the intrinsic return of the episodes that ended
   (`info/learner/<policy>/learner_stats/intrinsic_return_mean`), beside the extrinsic returns
@@ -28,7 +31,7 @@ the policy's learner never sees the ICM (its update runs in torch, apart).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -162,8 +165,8 @@ class Curiosity(RewardBonus):
         cfg = policy_config or {}
         self.feature_dim = int(feature_dim)
         self.beta, self.eta, self.lr = float(beta), float(eta), float(lr)
-        self.rows_per_step = max(1, int(cfg.get("rollout_fragment_length", 200) or 200)
-                                 * int(cfg.get("num_envs_per_worker", 1) or 1))
+        # The longest piece of one env's trajectory the reference postprocesses (and learns on) at once.
+        self.max_piece_rows = max(1, int(cfg.get("rollout_fragment_length", 200) or 200))
         features = feature_model_config(cfg, feature_net_config, "feature_net_config")
         inverse = check_positive_sizes("inverse_net_hiddens", inverse_net_hiddens)
         forward = check_positive_sizes("forward_net_hiddens", forward_net_hiddens)
@@ -225,16 +228,15 @@ class Curiosity(RewardBonus):
         return batch
 
     def on_learn_on_batch(self, policy, batch) -> None:
-        """Trains the ICM on `batch` (one Adam step per `rows_per_step` rows, in order) and
-        records what the learner reports."""
+        """Trains the ICM on `batch` (one Adam step per `trajectory_pieces` piece, in order)
+        and records what the learner reports."""
         n = batch.count
         if n == 0:
             return
         optimizer = self.optimizer(policy)
         obs, next_obs, actions = self._tensors(batch)
         sums = np.zeros(3)
-        for start in range(0, n, self.rows_per_step):
-            end = min(n, start + self.rows_per_step)
+        for start, end in self.trajectory_pieces(batch):
             _, forward_loss, inverse_loss = self.losses(obs[start:end], next_obs[start:end], actions[start:end])
             loss = (1.0 - self.beta) * inverse_loss + self.beta * forward_loss
             optimizer.zero_grad(set_to_none=True)
@@ -245,6 +247,22 @@ class Curiosity(RewardBonus):
         self._stats = {"curiosity_loss": float(sums[0]), "curiosity_forward_loss": float(sums[1]),
                        "curiosity_inverse_loss": float(sums[2])}
         self._record_rewards(batch)
+
+    def trajectory_pieces(self, batch) -> List[Tuple[int, int]]:
+        """`(start, end)` row ranges of `batch`, one per piece of trajectory the reference
+        postprocesses: a run of rows of one episode (and agent), cut every `max_piece_rows`
+        rows (a fragment's length); without `eps_id`, every `max_piece_rows` rows."""
+        n = batch.count
+        bounds = [0, n]
+        if "eps_id" in batch:
+            eps_id = np.asarray(batch["eps_id"])
+            change = eps_id[1:] != eps_id[:-1]
+            if "agent_index" in batch:
+                agent = np.asarray(batch["agent_index"])
+                change |= agent[1:] != agent[:-1]
+            bounds = [0, *(np.flatnonzero(change) + 1).tolist(), n]
+        return [(start, min(end, start + self.max_piece_rows)) for begin, end in zip(bounds[:-1], bounds[1:])
+                for start in range(begin, end, self.max_piece_rows)]
 
     def _record_rewards(self, batch) -> None:
         if INTRINSIC_REWARDS not in batch:  # rows postprocessed elsewhere (e.g. replayed offline data)
