@@ -2,7 +2,7 @@
 snapshots (PFSP matchmaking), then plays head to head against a uniformly random legal-move
 player and against its first snapshot.
 
-    python examples/league_connect_four.py --timesteps 500000
+    python examples/league_connect_four.py --timesteps 200000
     python examples/league_connect_four.py --timesteps 20000 --eval-games 20   # a smoke run
 
 Prints the league table every iteration and, at the end, one JSON line with the match
@@ -70,7 +70,7 @@ def vs_random(trainer, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--timesteps", type=int, default=500_000, help="env steps to train for")
+    parser.add_argument("--timesteps", type=int, default=200_000, help="env steps to train for")
     parser.add_argument("--eval-games", type=int, default=200, help="games per head-to-head match")
     parser.add_argument("--eval-every", type=int, default=0,
                         help="also play --eval-games games against the random player every this many iterations")
