@@ -53,8 +53,8 @@ def config(seed: int) -> dict:
         # A game's one reward comes at its end, up to 21 moves on: GAE's lambda below 1 lowers
         # the variance of the early moves' advantages (lambda 1 is the Monte-Carlo return).
         "lambda": 0.95,
-        # Exploration early; late in training the entropy bonus goes, so the policy the greedy
-        # evaluation plays is trained to commit to its best move.
+        # The entropy bonus falls towards 0 at 400k steps (0.005 at the default 200k). Trained to
+        # 500k, main lost more often to the random player (docs/guides/ars-and-league-tuning.md).
         "entropy_coeff": 0.01,
         "entropy_coeff_schedule": [[0, 0.01], [400_000, 0.0]],
         "model": {"fcnet_hiddens": [256, 256]},
