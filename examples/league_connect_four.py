@@ -2,7 +2,7 @@
 snapshots (PFSP matchmaking), then plays head to head against a uniformly random legal-move
 player and against its first snapshot.
 
-    python examples/league_connect_four.py --timesteps 300000
+    python examples/league_connect_four.py --timesteps 200000
     python examples/league_connect_four.py --timesteps 20000 --eval-games 20   # a smoke run
 
 Prints the league table every iteration and, at the end, one JSON line with the match
@@ -50,8 +50,14 @@ def config(seed: int) -> dict:
         "num_sgd_iter": 6,
         "lr": 3e-4,
         "gamma": 0.99,
+        # A game's one reward comes at its end, up to 21 moves on: GAE's lambda below 1 lowers
+        # the variance of the early moves' advantages (lambda 1 is the Monte-Carlo return).
+        "lambda": 0.95,
+        # The entropy bonus falls towards 0 at 400k steps (0.005 at the default 200k). Trained to
+        # 500k, main lost more often to the random player (docs/guides/ars-and-league-tuning.md).
         "entropy_coeff": 0.01,
-        "model": {"fcnet_hiddens": [128, 128]},
+        "entropy_coeff_schedule": [[0, 0.01], [400_000, 0.0]],
+        "model": {"fcnet_hiddens": [256, 256]},
     }
 
 
@@ -64,7 +70,7 @@ def vs_random(trainer, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--timesteps", type=int, default=300_000, help="env steps to train for")
+    parser.add_argument("--timesteps", type=int, default=200_000, help="env steps to train for")
     parser.add_argument("--eval-games", type=int, default=200, help="games per head-to-head match")
     parser.add_argument("--eval-every", type=int, default=0,
                         help="also play --eval-games games against the random player every this many iterations")

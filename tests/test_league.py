@@ -266,3 +266,20 @@ def test_games_on_remote_workers_reach_the_table_and_snapshots_reach_the_workers
         assert result["league"]["main_v1"]["games"] > 0  # drawn on the remote worker, counted here
     finally:
         trainer.stop()
+
+
+def test_the_example_settings_build_a_league_trainer(tmp_path):
+    # examples/league_connect_four.py's settings (measured in docs/guides/ars-and-league-tuning.md)
+    # are valid keys of a PPO league trainer.
+    from examples.league_connect_four import ConnectFourLeague, config
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    register_env("league_connect_four", CountingConnectFour.make)
+    trainer = PPOTrainer(env="league_connect_four", config=config(0), logdir=str(tmp_path))
+    try:
+        assert isinstance(trainer.callbacks, ConnectFourLeague)
+        assert trainer.config["lambda"] == 0.95 and trainer.config["entropy_coeff_schedule"][-1] == [400_000, 0.0]
+        assert trainer.workers.local_worker().policies_to_train == ["main"]
+    finally:
+        trainer.stop()
