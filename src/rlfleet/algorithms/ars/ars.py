@@ -32,7 +32,7 @@ ALGO_KEYS: List[ConfigKey] = search_keys(action_noise_std=0.0, eval_prob=0.03) +
     K("sgd_stepsize", 0.01, "Step size of the update (SGD on the flat parameters, with sgd_momentum).",
       number_above(0)),
     K("sgd_momentum", 0.9, "Momentum of that SGD: 0.9 is the reference's optimizer, 0 the ARS paper's plain step "
-      "(which Swimmer needs: with 0.9 one direction per iteration barely moves it).", number_in(0, 0.999)),
+      "(benchmarks/zoo_cases/swimmer-ars.yaml uses 0).", number_in(0, 0.999)),
     K("offset", 0.0, "Subtracted (as |offset|) from every step's reward in the returns the update uses.",
       finite_number),
 ]
