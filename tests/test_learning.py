@@ -5,10 +5,15 @@ The YAML files are the only source of the hyperparameters: they are read through
 own loader (`rlfleet train -f`), so a new file is tested without a test edit and a test cannot
 drift from its file. Each run is seeded by the file's `config.seed`, with one torch thread
 (conftest.py), so it is deterministic on a given machine.
+
+A few examples take minutes to their targets; `LONG_EXAMPLES` keeps them out of `make test`
+(whose whole suite must stay under 20 minutes) while a quicker example of the same algorithm
+stays in. `RLFLEET_LONG_EXAMPLES=1 pytest tests/test_learning.py -m slow` runs them too.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Dict, Tuple
 
@@ -50,6 +55,28 @@ CI_TIMESTEP_BUDGETS: Dict[str, Tuple[int, str]] = {
 }
 
 
+# Examples `make test` leaves to `RLFLEET_LONG_EXAMPLES=1` runs: {test id: why, and which quicker
+# example of the algorithm CI runs instead}.
+LONG_EXAMPLES: Dict[str, str] = {
+    "r2d2/stateless-cartpole-r2d2.yaml": "~60k env steps to 150 (75 s of CI); r2d2/repeat-first-obs-r2d2.yaml and "
+                                         "r2d2/repeat-first-obs-apex-r2d2.yaml show R2D2 learning a memory task",
+    "maddpg/simple-spread-maddpg.yaml": "mpe2 (~15k steps, 21 s of CI); maddpg/match-target-maddpg.yaml and "
+                                        "tests/test_maddpg.py's learning test stay",
+    "maddpg/speaker-listener-maddpg.yaml": "mpe2 (~13k steps); maddpg/match-target-maddpg.yaml stays",
+    "qmix/simple-spread-vdn.yaml": "mpe2 (~7.5k steps of episodes); qmix/two-step-qmix.yaml stays",
+}
+RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
+LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES
+                     if RUN_LONG_EXAMPLES or example.test_id not in LONG_EXAMPLES]
+
+
+def test_long_examples_name_existing_examples_and_leave_each_algorithm_one_in_ci():
+    by_id = {example.test_id: example for example in TUNED_EXAMPLES}
+    for test_id, why in LONG_EXAMPLES.items():
+        assert test_id in by_id and why, f"LONG_EXAMPLES names {test_id!r}, which is no tuned example"
+        assert any(e.run == by_id[test_id].run for e in TUNED_EXAMPLES if e.test_id not in LONG_EXAMPLES), test_id
+
+
 def test_there_are_tuned_examples_for_every_algorithm_family():
     # Guards the glob: an empty or moved folder would otherwise make the learning test vanish.
     covered = {example.run for example in TUNED_EXAMPLES}
@@ -74,7 +101,7 @@ def test_ci_budgets_name_existing_examples_and_only_cut_their_budget():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", TUNED_EXAMPLES, ids=lambda e: e.test_id)
+@pytest.mark.parametrize("example", LEARNING_EXAMPLES, ids=lambda e: e.test_id)
 def test_tuned_example_reaches_its_reward_target(example: TunedExample, tmp_path, request):
     if example.config.get("num_workers", 0) > 0:  # remote workers: the session's Ray (2 CPUs, loopback)
         request.getfixturevalue("ray_session")
