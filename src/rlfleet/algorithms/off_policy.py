@@ -156,16 +156,20 @@ class OffPolicyTrainer(Trainer):
                     self._last_infos[pid] = self._learn_from_replay(self.get_policy(pid), self.replay_buffers[pid],
                                                                     sampled)
                 self.counters["num_env_steps_trained"] += cfg["train_batch_size"]
-                # === target networks of the policies that learn ===
-                if sampled - self.counters["last_target_update_ts"] >= cfg["target_network_update_freq"]:
-                    for pid in ready:
-                        self.get_policy(pid).update_target()
-                    self.counters["num_target_updates"] += 1
-                    self.counters["last_target_update_ts"] = sampled
+                self._update_targets_when_due(ready, sampled)
 
         # === sync ===
         self.workers.sync_weights(global_vars=self._global_vars())
         return {pid: self._last_infos.get(pid, {}) for pid in to_train}
+
+    def _update_targets_when_due(self, policy_ids, sampled: int) -> None:
+        """Refreshes the target networks of `policy_ids` once `target_network_update_freq`
+        env steps were sampled since the last refresh."""
+        if sampled - self.counters["last_target_update_ts"] >= self.config["target_network_update_freq"]:
+            for pid in policy_ids:
+                self.get_policy(pid).update_target()
+            self.counters["num_target_updates"] += 1
+            self.counters["last_target_update_ts"] = sampled
 
     # --- state: the trainer's, plus the replay buffers ------------------------------
     def get_state(self) -> Dict[str, Any]:

@@ -129,12 +129,7 @@ class MADDPGTrainer(OffPolicyTrainer):
                     self._last_infos[pid] = info
                     self.counters["num_agent_steps_trained"] += replayed.count
                 self.counters["num_env_steps_trained"] += replayed.count
-                # === target networks ===
-                if sampled - self.counters["last_target_update_ts"] >= cfg["target_network_update_freq"]:
-                    for pid in to_train:
-                        self.get_policy(pid).update_target()
-                    self.counters["num_target_updates"] += 1
-                    self.counters["last_target_update_ts"] = sampled
+                self._update_targets_when_due(to_train, sampled)
 
         # === sync ===
         self.workers.sync_weights(global_vars=self._global_vars())
