@@ -64,6 +64,8 @@ LONG_EXAMPLES: Dict[str, str] = {
                                         "tests/test_maddpg.py's learning test stay",
     "maddpg/speaker-listener-maddpg.yaml": "mpe2 (~13k steps); maddpg/match-target-maddpg.yaml stays",
     "qmix/simple-spread-vdn.yaml": "mpe2 (~7.5k steps of episodes); qmix/two-step-qmix.yaml stays",
+    "rnnsac/stateless-pendulum-rnnsac.yaml": "~14k env steps to -300 (110 s of CI); rnnsac/repeat-first-obs-rnnsac.yaml "
+                                             "shows RNNSAC learning a memory task",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES
