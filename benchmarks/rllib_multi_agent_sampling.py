@@ -29,14 +29,14 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def _rllib_runner(num_envs: int, agents: int, seed: int) -> Callable[[int], int]:
+def _rllib_runner(num_envs: int, agents: int, seed: int, fragment: int = 200) -> Callable[[int], int]:
     """A sampling function over RLlib's local env runner: `sample(steps) -> agent steps done`."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 
     config = (PPOConfig().framework("torch")
-              .env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs, rollout_fragment_length=200)
-              .training(train_batch_size=1600)
+              .env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment)
+              .training(train_batch_size=fragment * num_envs)
               .debugging(seed=seed))
     if agents == 1:
         config = config.environment("CartPole-v1")
@@ -48,8 +48,13 @@ def _rllib_runner(num_envs: int, agents: int, seed: int) -> Callable[[int], int]
     runner = algo.env_runner
 
     def sample(steps: int) -> int:
-        episodes = runner.sample(num_timesteps=steps)
-        return sum(ep.agent_steps() if hasattr(ep, "agent_steps") else len(ep) for ep in episodes)
+        # One call per fragment of every sub-env, as a training iteration would ask, the size of
+        # rlfleet's `sample()` below (`rollout_fragment_length` x envs).
+        done = 0
+        while done < steps:
+            episodes = runner.sample(num_timesteps=fragment * num_envs)
+            done += sum(ep.agent_steps() if hasattr(ep, "agent_steps") else len(ep) for ep in episodes)
+        return done
 
     sample.stop = algo.stop  # type: ignore[attr-defined]
     return sample
