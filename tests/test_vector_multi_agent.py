@@ -231,3 +231,13 @@ def test_restart_after_an_env_error_resets_every_sub_env():
     worker.sampler.restart()
     assert worker.sample().policy_batches["shared"].count == 5 * 2 * 3
     worker.stop()
+
+
+def test_vmas_missing_is_named_with_the_pip_command(monkeypatch):
+    import sys
+
+    from rlfleet.env.vmas_slots import VmasCreator
+
+    monkeypatch.setitem(sys.modules, "vmas", None)  # as if not installed
+    with pytest.raises(ImportError, match="pip install vmas"):
+        VmasCreator("navigation")
