@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
 import gymnasium as gym
@@ -74,12 +75,33 @@ def vector_sampler_unavailable(worker: Any, settings: SamplerSettings) -> Option
     for pid, policy in worker.policy_map.items():
         if policy.is_recurrent():
             return f"policy {pid!r} is recurrent"
+        if policy.needs_other_agent_batches:
+            return f"policy {pid!r} reads other_agent_batches (needs_other_agent_batches)"
         # The policies act on the env's observations as they are (one buffer per group).
         if type(worker.preprocessors[pid]) is not NoPreprocessor:
             return f"policy {pid!r} has the preprocessor {type(worker.preprocessors[pid]).__name__} (not a flat Box)"
         if type(worker.filters[pid]) is not NoFilter:
             return f"policy {pid!r} has the observation filter {type(worker.filters[pid]).__name__}"
     return None
+
+
+class _OtherAgentBatchesUnavailable(Mapping):
+    """What `postprocess_trajectory` gets as `other_agent_batches` here: reading it raises,
+    naming the fix (an empty dict would let a centralised critic learn from nothing)."""
+
+    def __init__(self, policy: Any):
+        self.policy_type = type(policy).__name__
+        self.declared = bool(policy.needs_other_agent_batches)  # then it joined by add_policy
+
+    def _unavailable(self, *_):
+        fix = ("the policy joined (add_policy) after the worker chose this sampler; list it in 'multiagent.policies' "
+               "from the start" if self.declared else "set the class attribute `needs_other_agent_batches = True` "
+               "on the policy")
+        raise ValueError(f"{self.policy_type}.postprocess_trajectory reads other_agent_batches, which the vectorised "
+                         f"multi-agent sampler does not build: {fix}, and the worker samples it on the general "
+                         "multi-agent path, which passes them")
+
+    __getitem__ = __iter__ = __len__ = _unavailable
 
 
 class _Lane:
@@ -515,7 +537,7 @@ class VectorMultiAgentSampler:
         starts[1:] = (eps[1:] != eps[:-1]) | (env_id[1:] != env_id[:-1]) | (agent[1:] != agent[:-1])
         batch[SB.EPS_ID] = np.cumsum(starts)
         policy = self.worker.policy_map[lane.pid]
-        batch = postprocess_for_learning(policy, batch, {}, None)
+        batch = postprocess_for_learning(policy, batch, _OtherAgentBatchesUnavailable(policy), None)
         if batch.count != len(eps):
             raise ValueError(f"{type(policy).__name__}.postprocess_trajectory changed the number of rows; the "
                              "vectorised multi-agent sampler needs it to keep them (use the general multi-agent path)")
