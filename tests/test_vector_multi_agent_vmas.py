@@ -17,27 +17,31 @@ SCENE = "navigation"  # dense rewards (distance to goal)
 SCENARIO = dict(continuous_actions=False, max_steps=6, n_agents=3)
 
 
-def test_same_seed_same_observations_and_rewards_as_vmas_stepped_directly():
+@pytest.mark.parametrize("continuous", [False, True])
+def test_same_seed_same_observations_and_rewards_as_vmas_stepped_directly(continuous):
     from rlfleet.env.vmas_slots import VmasSlots
 
     num_envs, seed = 3, 11
-    views = VmasSlots.make_batch(SCENE, num_envs, **SCENARIO)
+    scenario = {**SCENARIO, "continuous_actions": continuous}
+    views = VmasSlots.make_batch(SCENE, num_envs, **scenario)
     adapter = VectorMultiAgentEnv(views, seeds=[seed, None, None])
     first = [adapter.reset_at(i) for i in range(num_envs)]
     direct = vmas.make_env(SCENE, num_envs=num_envs, device="cpu", seed=seed, terminated_truncated=True,
-                           **SCENARIO)
+                           **scenario)
     for i in range(num_envs):
         obs = direct.reset_at(i)
     group = views[0].slot_groups["agents"]
-    assert group.agents == ("agent_0", "agent_1", "agent_2") and group.action_space.n == 9
+    assert group.agents == ("agent_0", "agent_1", "agent_2")
+    assert group.action_space.shape == (2,) if continuous else group.action_space.n == 9
     np.testing.assert_array_equal(np.stack([f.obs["agents"] for f in first]),
                                   np.stack([o.numpy() for o in obs], axis=1))
     rng = np.random.default_rng(0)
     rewarded = False
     for t in range(SCENARIO["max_steps"]):
-        acts = rng.integers(0, 9, (num_envs, 3))
+        acts = (rng.uniform(-1, 1, (num_envs, 3, 2)).astype(np.float32) if continuous
+                else rng.integers(0, 9, (num_envs, 3)))
         out = adapter.step({"agents": acts})
-        obs, rew, term, trunc, _ = direct.step([acts[:, j] for j in range(3)])
+        obs, rew, term, trunc, _ = direct.step([acts[:, j].copy() for j in range(3)])
         np.testing.assert_array_equal(out.obs["agents"], np.stack([o.numpy() for o in obs], axis=1))
         np.testing.assert_array_equal(out.rewards["agents"], np.stack([r.numpy() for r in rew], axis=1))
         rewarded |= bool(out.rewards["agents"].any())
