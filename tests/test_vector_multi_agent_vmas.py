@@ -81,3 +81,18 @@ def test_a_vmas_batch_samples_on_the_vectorised_path_with_one_shared_policy():
     metrics = worker.get_metrics()
     assert len(metrics) == 2 and all(m.episode_length == 6 for m in metrics)
     worker.stop()
+
+
+def test_seeded_resets_reproduce_the_batch():
+    from rlfleet.env.vmas_slots import VmasSlots
+
+    def first_and_later(seeds):
+        views = VmasSlots.make_batch(SCENE, 2, **SCENARIO)
+        first = [view.reset_slots(seed=seed).obs["agents"] for view, seed in zip(views, seeds)]
+        later = views[1].reset_slots(seed=seeds[1]).obs["agents"]  # reseeds the shared stream
+        return np.stack(first), later
+
+    a, b, c = first_and_later([5, 6]), first_and_later([5, 6]), first_and_later([5, 7])
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert not np.array_equal(a[0][1], c[0][1])

@@ -14,7 +14,9 @@ of one VMAS env: `VmasSlots` is sub-env `index` of a `VmasBatch`, and the class 
 
 `VmasCreator` builds the views for the worker (`env_config` entries go to `make_env` too, as
 scenario arguments); the VMAS env itself is made at the first reset, sized to the views made
-until then. Agents never leave a VMAS episode: every slot is alive until the sub-env's
+until then. A seeded reset of a view (the worker seeds each sub-env's first one
+from the config's `seed`) reseeds VMAS's random stream, shared by all of the batch's
+sub-envs. Agents never leave a VMAS episode: every slot is alive until the sub-env's
 episode ends (VMAS's `terminated` / `truncated` flags, `max_steps` for the latter), when the
 sampler resets that sub-env alone (`reset_at`).
 
@@ -172,8 +174,12 @@ class VmasSlots(SlotMultiAgentEnv):
 
     def reset_slots(self, *, seed=None, options=None) -> SlotReset:
         batch = self.batch
-        # The first reset makes the VMAS env, seeded with the seed of that reset's sub-env.
-        batch.materialise(seed)
+        # The first reset makes the VMAS env, seeded with the seed of that reset's sub-env; a
+        # later seeded reset reseeds VMAS's random stream, which all its sub-envs share.
+        if batch.env is None:
+            batch.materialise(seed)
+        elif seed is not None:
+            batch.env.seed(seed)
         obs = batch.observations(batch.env.reset_at(self.index))
         return SlotReset({g: o[self.index] for g, o in obs.items()},
                          {g: np.ones(group.num_slots, bool) for g, group in self.slot_groups.items()})
