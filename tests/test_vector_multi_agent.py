@@ -231,3 +231,46 @@ def test_restart_after_an_env_error_resets_every_sub_env():
     worker.sampler.restart()
     assert worker.sample().policy_batches["shared"].count == 5 * 2 * 3
     worker.stop()
+
+
+def test_vmas_missing_is_named_with_the_pip_command(monkeypatch):
+    import sys
+
+    from rlfleet.env.vmas_slots import VmasCreator
+
+    monkeypatch.setitem(sys.modules, "vmas", None)  # as if not installed
+    with pytest.raises(ImportError, match="pip install vmas"):
+        VmasCreator("navigation")
+
+
+def _critic_policy(needs: bool):
+    from rlfleet.algorithms.ppo import PPOTorchPolicy
+
+    class CentralCriticPPO(PPOTorchPolicy):
+        needs_other_agent_batches = needs
+        seen: list = []
+
+        def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+            CentralCriticPPO.seen.append({aid: b.count for aid, (_, b) in other_agent_batches.items()})
+            return super().postprocess_trajectory(sample_batch, other_agent_batches, episode)
+
+    return CentralCriticPPO
+
+
+def test_a_policy_reading_other_agent_batches_gets_them_on_the_general_path(caplog):
+    policy = _critic_policy(needs=True)
+    worker = make_worker(lambda ctx: SlotCopies("CartPole-v1", {"num_agents": 2}), num_envs=1, fragment=10,
+                         multiagent_extra={"policies": {"shared": (policy, None, None, None)}})
+    assert isinstance(worker.sampler, MultiAgentSampler) and "other_agent_batches" in caplog.text
+    worker.sample()
+    assert policy.seen and all(len(others) == 1 for others in policy.seen)  # the other pole's trajectory
+    worker.stop()
+
+
+def test_reading_other_agent_batches_undeclared_on_the_vectorised_path_names_the_fix():
+    worker = make_worker(lambda ctx: SlotCopies("CartPole-v1", {"num_agents": 2}), num_envs=1, fragment=10,
+                         multiagent_extra={"policies": {"shared": (_critic_policy(needs=False), None, None, None)}})
+    assert isinstance(worker.sampler, VectorMultiAgentSampler)
+    with pytest.raises(ValueError, match="needs_other_agent_batches = True"):
+        worker.sample()
+    worker.stop()

@@ -289,38 +289,39 @@ class SlotCopies(SlotMultiAgentEnv):
 
     @classmethod
     def step_many(cls, envs: Sequence["SlotCopies"], actions: Arrays) -> SlotStep:
-        """One loop over every copy of every env (lists, converted to arrays once)."""
+        """One loop over every live copy of every env, writing Python lists converted to
+        arrays once: a dead copy costs nothing, a live one an item write (its rare end a few)."""
         acts = actions["agents"]
         acts = acts.tolist() if envs[0]._int_actions else acts  # Python ints, as a plain Gymnasium loop
-        obs, rew, term, trunc, alive, term_all, trunc_all = [], [], [], [], [], [], []
+        num = len(envs[0].envs)
+        rew = [0.0] * (len(envs) * num)
+        ends: List[Tuple[int, bool, bool]] = []  # (flat slot, terminated, truncated) of the copies that end
+        obs, alive, term_all, trunc_all = [], [], [], []
         for i, env in enumerate(envs):
             last, live, terminated, acts_i = env._last, env._alive, env._terminated, acts[i]
+            base = i * num
             for k, copy in enumerate(env.envs):
                 if live[k]:
                     o, r, te, tr, _ = copy.step(acts_i[k])
                     last[k] = o
+                    rew[base + k] = r
                     if te or tr:
                         live[k] = False
                         terminated[k] = bool(te)
-                    rew.append(r)
-                    term.append(te)
-                    trunc.append(tr)
-                else:
-                    rew.append(0.0)
-                    term.append(False)
-                    trunc.append(False)
+                        ends.append((base + k, bool(te), bool(tr)))
             obs.extend(last)
             alive.extend(live)
             over = not any(live)
             term_all.append(over and all(terminated))
             trunc_all.append(over and not all(terminated))
-        shape = (len(envs), len(envs[0].envs))
+        shape = (len(envs), num)
+        term, trunc = np.zeros(shape, bool), np.zeros(shape, bool)
+        for j, te, tr in ends:
+            term.flat[j], trunc.flat[j] = te, tr
         obs_shape = envs[0].slot_groups["agents"].observation_space.shape
         return SlotStep({"agents": np.asarray(obs, envs[0]._dtype).reshape(*shape, *obs_shape)},
-                        {"agents": np.asarray(rew, np.float32).reshape(shape)},
-                        {"agents": np.asarray(term, bool).reshape(shape)},
-                        {"agents": np.asarray(trunc, bool).reshape(shape)},
-                        {"agents": np.asarray(alive, bool).reshape(shape)},
+                        {"agents": np.asarray(rew, np.float32).reshape(shape)}, {"agents": term},
+                        {"agents": trunc}, {"agents": np.asarray(alive, bool).reshape(shape)},
                         np.asarray(term_all, bool), np.asarray(trunc_all, bool))
 
     def render(self):

@@ -21,6 +21,11 @@ class Policy:
         config: the trainer config merged with this policy's overrides.
     """
 
+    # True where `postprocess_trajectory` reads `other_agent_batches` (a centralised critic):
+    # the vectorised multi-agent sampler does not build them, so the worker samples such a
+    # policy on the general multi-agent path, which does.
+    needs_other_agent_batches: bool = False
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict):
         self.observation_space = observation_space
         self.action_space = action_space

@@ -20,8 +20,8 @@ from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.offline_sampler import OfflineSampler, wants_offline_input
 from rlfleet.rollout.sampler import SingleAgentSampler
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
-from rlfleet.rollout.vector_multi_agent_sampler import (NOT_SLOT_ENVS, VectorMultiAgentSampler,
-                                                        vector_sampler_unavailable)
+from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
+from rlfleet.rollout.vector_sampler_eligibility import NOT_SLOT_ENVS, vector_sampler_unavailable
 
 logger = logging.getLogger(__name__)
 

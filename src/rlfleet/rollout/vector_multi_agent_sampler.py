@@ -17,7 +17,8 @@ Semantics are the general path's (rollout/multi_agent_sampler.py) for envs whose
 at every step they are alive (parallel envs): the same rows, episode rules, metrics
 (`agent_rewards` per (agent, policy), hence `policy_reward_mean`) and batch sizes
 (`truncate_episodes`, counted in env or agent steps: see `sample`). What it does not
-offer (`vector_sampler_unavailable`) sends the worker to the general path instead.
+offer (`vector_sampler_unavailable`, rollout/vector_sampler_eligibility.py) sends the worker to
+the general path instead.
 """
 from __future__ import annotations
 
@@ -31,57 +32,21 @@ import numpy as np
 
 from rlfleet.env.checks import EnvCheckError, EnvError, ObsBatchCheck, env_call_error, observation_problem
 from rlfleet.env.multi_agent_env import MultiAgentVectorEnv
-from rlfleet.env.vector_multi_agent_env import SlotMultiAgentEnv, SlotReset, VectorMultiAgentEnv
+from rlfleet.env.vector_multi_agent_env import SlotReset, VectorMultiAgentEnv
 from rlfleet.fast.blas import single_threaded_blas
-from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.policy_mapping import call_mapping_fn
 from rlfleet.rollout.postprocessing import postprocess_for_learning
 from rlfleet.rollout.sampler_api import SamplerSettings
+from rlfleet.rollout.vector_sampler_eligibility import OtherAgentBatchesUnavailable, vector_sampler_unavailable
 from rlfleet.utils.compression import compress_columns
-from rlfleet.utils.filters import NoFilter
 from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
 logger = logging.getLogger(__name__)
 _VALID = "_valid"  # the buffers' alive mask (not a batch column)
-NOT_SLOT_ENVS = "the env does not offer the slot API"
-_HOOKS = ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
-
-
-def vector_sampler_unavailable(worker: Any, settings: SamplerSettings) -> Optional[str]:
-    """Why `worker` cannot sample with `VectorMultiAgentSampler` (None: it can). Its env must
-    be a MultiAgentVectorEnv of slot envs; what the fast path does not offer yet sends the
-    worker to the general path, which runs the same envs through their dict API."""
-    env = worker.env
-    if not isinstance(env, MultiAgentVectorEnv) or not all(isinstance(e, SlotMultiAgentEnv) for e in env.envs):
-        return NOT_SLOT_ENVS
-    if settings.complete_episodes:
-        return "'batch_mode': 'complete_episodes'"
-    if settings.observation_fn is not None:
-        return "'multiagent.observation_fn' is set"
-    if settings.rules.soft_horizon:
-        return "'soft_horizon': True"
-    if settings.record_infos:
-        return "info dicts are recorded ('output' or a policy that reads infos)"
-    if settings.render:
-        return "'render_env': True"
-    hooks = [name for name in _HOOKS if worker.callbacks.overrides(name)]
-    if hooks:
-        return f"the callbacks override {hooks[0]}"
-    for pid, policy in worker.policy_map.items():
-        if policy.is_recurrent():
-            return f"policy {pid!r} is recurrent"
-        # The policies act on the env's observations as they are (one buffer per group).
-        if type(worker.preprocessors[pid]) is not NoPreprocessor:
-            return f"policy {pid!r} has the preprocessor {type(worker.preprocessors[pid]).__name__} (not a flat Box)"
-        if type(worker.filters[pid]) is not NoFilter:
-            return f"policy {pid!r} has the observation filter {type(worker.filters[pid]).__name__}"
-    return None
-
-
 class _Lane:
     """One policy's slots (all of one group) and its chunk buffers `[T, num_envs, slots, ...]`."""
 
@@ -95,6 +60,7 @@ class _Lane:
         consecutive = bool((np.diff(slots) == 1).all())
         self.index = slice(int(slots[0]), int(slots[-1]) + 1) if consecutive else slots
         self.agent_index = first_index + slots  # the `agent_index` column: the slot's place in the layout
+        self.reward_keys: List[Tuple[Any, str]] = []  # per slot, its `agent_rewards` key (set by the sampler)
         self.buffers: Dict[str, np.ndarray] = {}  # its policy's own columns (the env's are per group)
         self.steps = 0  # the buffers' T
 
@@ -210,6 +176,9 @@ class VectorMultiAgentSampler:
         order = [pid for pid in w.policy_map if pid in owned]  # the policy map's order, as the general path
         self._lanes = [_Lane(pid, owned[pid][0], np.array(owned[pid][1]), self.groups[owned[pid][0]].num_slots,
                              firsts[owned[pid][0]]) for pid in order]
+        for lane in self._lanes:
+            agents = self.groups[lane.group].agents
+            lane.reward_keys = [(agents[k], lane.pid) for k in lane.slots.tolist()]
         self._lanes_key = key
 
     # --- episodes -------------------------------------------------------------------------------
@@ -255,10 +224,12 @@ class VectorMultiAgentSampler:
     def _end_episode(self, i: int) -> None:
         agent_rewards = {}
         for lane in self._lanes:
-            agents = self.groups[lane.group].agents
-            seen, ret = self._seen[lane.group][i], self._slot_ret[lane.group][i]
-            for k in lane.slots[seen[lane.slots]]:
-                agent_rewards[(agents[k], lane.pid)] = float(ret[k])
+            # Python lists: one conversion per lane, not a NumPy scalar per agent.
+            seen = self._seen[lane.group][i, lane.slots].tolist()
+            ret = self._slot_ret[lane.group][i, lane.slots].tolist()
+            for key, was_seen, r in zip(lane.reward_keys, seen, ret):
+                if was_seen:
+                    agent_rewards[key] = r
         total = sum(float(ret[i].sum()) for ret in self._slot_ret.values())
         self.metrics.append(RolloutMetrics(int(self._ep_len[i]), total, agent_rewards=agent_rewards))
         self._checked_first = True
@@ -292,6 +263,9 @@ class VectorMultiAgentSampler:
             convert = None if isinstance(space, gym.spaces.Discrete) and not int(space.start) else (
                 space, bool(policy.config.get("normalize_actions", True)), bool(policy.config.get("clip_actions")))
             acting.append((lane, actor, bufs[lane.group], convert))
+        # Shapes read per step: a lane's rows `[num_envs * slots, *obs]`, its `(num_envs, slots)`.
+        rows_shape = {g: (-1, *group.observation_space.shape) for g, group in self.groups.items()}
+        lane_shape = {lane.pid: (n, len(lane.slots)) for lane in self._lanes}
         rows = 0
         inference = env_wait = processing = 0.0
         no_terminal = np.zeros(n, bool)
@@ -306,18 +280,15 @@ class VectorMultiAgentSampler:
             self._env_t[t] = self._ep_len
             for lane, actor, b, convert in acting:
                 obs = b[SB.OBS][t]
-                shape = obs.shape[:2] if lane.full else (n, len(lane.slots))
-                flat = (obs if lane.full else obs[:, lane.index]).reshape(-1, *obs.shape[2:])
+                flat = (obs if lane.full else obs[:, lane.index]).reshape(rows_shape[lane.group])
                 acts, _, extra = actor.act(flat)
                 if lane.steps != T:
                     self._alloc(lane, T, extra, actor.deferred)
+                shape = lane_shape[lane.pid]
                 for key, value in extra.items():
-                    lane.buffers[key][t] = value.reshape(*shape, *value.shape[1:])
-                acts = acts.reshape(*shape, *acts.shape[1:])
-                if lane.full:
-                    b[SB.ACTIONS][t] = acts
-                else:
-                    b[SB.ACTIONS][t][:, lane.index] = acts
+                    lane.buffers[key][t] = value.reshape(shape + value.shape[1:])
+                acts = acts.reshape(shape + acts.shape[1:])
+                b[SB.ACTIONS][t][:, lane.index] = acts
                 if convert is not None:
                     env_acts[lane.group] = self._to_env(env_acts[lane.group], lane, acts, convert)
             t1 = clock()
@@ -337,7 +308,8 @@ class VectorMultiAgentSampler:
                 if not no_done_at_end:
                     forced_terminal = at_horizon
             ended = over.any()
-            all_terminal = (term_all & (not no_done_at_end)) | forced_terminal
+            if ended:
+                all_terminal = (term_all & (not no_done_at_end)) | forced_terminal
             for g, b in bufs.items():
                 rew, new_obs = step.rewards[g], step.obs[g]
                 if checks:
@@ -515,7 +487,7 @@ class VectorMultiAgentSampler:
         starts[1:] = (eps[1:] != eps[:-1]) | (env_id[1:] != env_id[:-1]) | (agent[1:] != agent[:-1])
         batch[SB.EPS_ID] = np.cumsum(starts)
         policy = self.worker.policy_map[lane.pid]
-        batch = postprocess_for_learning(policy, batch, {}, None)
+        batch = postprocess_for_learning(policy, batch, OtherAgentBatchesUnavailable(policy), None)
         if batch.count != len(eps):
             raise ValueError(f"{type(policy).__name__}.postprocess_trajectory changed the number of rows; the "
                              "vectorised multi-agent sampler needs it to keep them (use the general multi-agent path)")
