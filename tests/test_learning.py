@@ -65,7 +65,7 @@ LONG_EXAMPLES: Dict[str, str] = {
     "maddpg/speaker-listener-maddpg.yaml": "mpe2 (~13k steps); maddpg/match-target-maddpg.yaml stays",
     "qmix/simple-spread-vdn.yaml": "mpe2 (~7.5k steps of episodes); qmix/two-step-qmix.yaml stays",
     "qmix/simple-spread-qmix.yaml": "mpe2 (~25k steps of episodes); qmix/two-step-qmix.yaml stays",
-    "maddpg/simple-spread-maddpg-long.yaml": "mpe2 (60k steps); maddpg/match-target-maddpg.yaml stays",
+    "maddpg/simple-spread-maddpg-long.yaml": "mpe2 (~35k steps, 3 min); maddpg/match-target-maddpg.yaml stays",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES
