@@ -66,6 +66,8 @@ LONG_EXAMPLES: Dict[str, str] = {
     "qmix/simple-spread-vdn.yaml": "mpe2 (~7.5k steps of episodes); qmix/two-step-qmix.yaml stays",
     "rnnsac/stateless-pendulum-rnnsac.yaml": "~14k env steps to -300 (110 s of CI); rnnsac/repeat-first-obs-rnnsac.yaml "
                                              "shows RNNSAC learning a memory task",
+    "qmix/simple-spread-qmix.yaml": "mpe2 (~25k steps of episodes); qmix/two-step-qmix.yaml stays",
+    "maddpg/simple-spread-maddpg-long.yaml": "mpe2 (~35k steps, 3 min); maddpg/match-target-maddpg.yaml stays",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES

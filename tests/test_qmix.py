@@ -228,3 +228,29 @@ def test_qmix_finds_the_two_step_games_joint_optimum():
         assert int(first[0]) == 1  # agent 0 heads for state 2
     finally:
         trainer.stop()
+
+
+def test_the_targets_hold_still_between_refreshes_every_target_network_update_freq_steps(tmp_path):
+    """The agent network's and mixer's targets move only when `target_network_update_freq`
+    sampled steps have passed (simple_spread's QMIX diverges when they refresh too often,
+    tuned_examples/qmix/simple-spread-qmix.yaml)."""
+    config = dict(TINY, mixer="qmix", target_network_update_freq=100)
+    trainer = QMIXTrainer(env="qmix_two_step", config=config, logdir=str(tmp_path))
+
+    def targets():
+        model = trainer.get_policy().model
+        return [p.detach().clone() for p in (*model.target_agent.parameters(), *model.target_mixer.parameters())]
+
+    try:
+        refreshes, before, moved = 0, targets(), []
+        for _ in range(8):
+            result = trainer.train()
+            now = targets()
+            changed = any(not torch.equal(a, b) for a, b in zip(before, now))
+            moved.append(changed)
+            assert changed == (result["info"]["num_target_updates"] > refreshes), (result["timesteps_total"], changed)
+            refreshes, before = result["info"]["num_target_updates"], now
+        # Eight iterations of at least 40 steps (seeded): three refreshes, 100 steps or more apart.
+        assert refreshes == 3 and moved.count(True) == 3 and moved.count(False) == 5, moved
+    finally:
+        trainer.stop()
