@@ -5,6 +5,7 @@ only memory solves."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.env.examples import RepeatFirstObsEnv
@@ -23,12 +24,17 @@ register_env("repeat_first_obs_pair", lambda config: OneAgentRepeat({"num_agents
 SHARED = {"policies": {"shared"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: "shared"}
 
 
-def test_one_agent_gives_the_single_agent_samplers_columns_bit_for_bit():
+ATTENTION = {"use_attention": True, "attention_dim": 8, "attention_num_transformer_units": 1,
+             "attention_memory_inference": 4, "attention_memory_training": 4, "max_seq_len": 5}
+
+
+@pytest.mark.parametrize("model", [{**LSTM, "lstm_use_prev_action": True, "lstm_use_prev_reward": True}, ATTENTION],
+                         ids=["lstm", "attention"])
+def test_one_agent_gives_the_single_agent_samplers_columns_bit_for_bit(model):
     """The same env, alone and as a one-agent multi-agent env: same seed, same rows, state
     columns included (fragments of 12 cut the 5-step episodes: the state carries across
     fragments, and truncated trajectories bootstrap from the state coming out)."""
-    config = {"seed": 0, "num_envs_per_worker": 1, "rollout_fragment_length": 12,
-              "model": {**LSTM, "lstm_use_prev_action": True, "lstm_use_prev_reward": True}}
+    config = {"seed": 0, "num_envs_per_worker": 1, "rollout_fragment_length": 12, "model": model}
     single = make_worker(RepeatFirstObsEnv, config)
     multi = make_worker(lambda ctx: OneAgentRepeat({"num_agents": 1}), config)
     assert isinstance(multi.sampler, MultiAgentSampler)
@@ -37,7 +43,7 @@ def test_one_agent_gives_the_single_agent_samplers_columns_bit_for_bit():
         assert set(b.keys()) - set(a.keys()) == {SB.AGENT_INDEX}
         for key in a.keys():
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-        assert {"state_in_0", "state_in_1", SB.PREV_ACTIONS, SB.PREV_REWARDS} <= set(b.keys())
+        assert {"state_in_0", SB.PREV_ACTIONS, SB.PREV_REWARDS} <= set(b.keys())
         assert not [k for k in b.keys() if k.startswith("state_out_")]
 
 
