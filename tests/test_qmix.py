@@ -101,7 +101,7 @@ def test_dict_observations_give_each_member_its_obs_the_mixer_the_state_and_mask
     batch = np.repeat(obs[None], 200, 0)
     for explore in (True, False):
         actions, state, _ = policy.compute_actions(batch, explore=explore)
-        assert actions.shape == (200, 2) and state == []
+        assert actions.shape == (200, 2) and [s.shape for s in state] == [(200, 2, 64)]  # the GRU's memories
         assert (actions[:, 0] != 0).all() and (actions[:, 1] != 1).all()
     assert len(np.unique(actions[:, 0])) == 1  # greedy
     explored, _, _ = policy.compute_actions(batch, explore=True)
@@ -111,9 +111,22 @@ def test_dict_observations_give_each_member_its_obs_the_mixer_the_state_and_mask
     assert (two_step.obs_dim, two_step.state_dim, two_step.has_env_state) == (5, 10, False)
 
 
-def test_the_loss_is_the_one_step_double_q_team_target(tmp_path):
+def _stepwise_q(model, net, observations: np.ndarray, state) -> list:
+    """Q-values `[n, A]` of `net` at each of `observations` `[T, D]`, one step at a time,
+    the members' memories carried from `state`."""
+    out = []
+    for o in observations:
+        q, state = model.member_q(net, torch.as_tensor(o)[None, None], state)
+        out.append(q[0, 0])
+    return out
+
+
+@pytest.mark.parametrize("agent_network", ["gru", "mlp"])
+def test_the_loss_is_the_one_step_double_q_team_target(agent_network):
+    """Against a step-by-step computation; the GRU starts each episode from the memory it
+    acted with (`zero_init_states: False`, QMIX's default) and carries it step to step."""
     env = two_step_team()
-    policy = make_policy(env, gamma=0.9)
+    policy = make_policy(env, gamma=0.9, agent_network=agent_network)
     with torch.no_grad():  # a target net that differs from the online one: double Q matters
         for p in [*policy.model.target_agent.parameters(), *policy.model.target_mixer.parameters()]:
             p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
@@ -127,21 +140,29 @@ def test_the_loss_is_the_one_step_double_q_team_target(tmp_path):
     terms = np.array([False, True, False, True])
     raw = SampleBatch({SB.OBS: obs, SB.NEXT_OBS: new_obs, SB.ACTIONS: actions, SB.REWARDS: rewards,
                        SB.TERMINATEDS: terms, SB.TRUNCATEDS: np.zeros(4, bool), SB.EPS_ID: np.array([0, 0, 1, 1])})
-    seqs = replay_sequences(raw, max_seq_len=5, burn_in=0, n_step=1, gamma=0.9, num_states=0)
+    initial = policy.get_initial_state()
+    assert len(initial) == (agent_network == "gru")
+    for k, s0 in enumerate(initial):  # memories as recorded while acting (not zeros: they must be used)
+        raw[f"state_in_{k}"] = rng.random((4, *s0.shape)).astype(np.float32)
+    seqs = replay_sequences(raw, max_seq_len=5, burn_in=0, n_step=1, gamma=0.9, num_states=len(initial))
     seqs[PRIO_WEIGHTS] = np.ones(len(seqs[SB.SEQ_LENS]), np.float32)
     loss, stats = policy.loss(policy.model, policy.dist_class, policy.to_tensors(seqs))
-    # Step by step: next observation within the episode, new_obs at its end.
+    # Step by step: each episode's observations, then its final new_obs.
     m = policy.model
     errors = []
     with torch.no_grad():
-        for t in range(4):
-            o, o2 = torch.as_tensor(obs[t:t + 1]), torch.as_tensor(obs[t + 1:t + 2] if t in (0, 2) else new_obs[t:t + 1])
-            q = m.member_q(m.agent, o)[0]
-            chosen = q[torch.arange(2), torch.as_tensor(actions[t])]
-            best = m.member_q(m.agent, o2)[0].argmax(-1)
-            target_q = m.member_q(m.target_agent, o2)[0][torch.arange(2), best]
-            target = rewards[t] + 0.9 * (1.0 - terms[t]) * m.target_mixer(target_q[None], m.layout.state(o2))[0]
-            errors.append(m.mixer(chosen[None], m.layout.state(o))[0] - target)
+        for first in (0, 2):
+            stream = np.concatenate([obs[first:first + 2], new_obs[first + 1:first + 2]])
+            start = [torch.as_tensor(raw[f"state_in_{k}"][first:first + 1]) for k in range(len(initial))]
+            q, q_target = _stepwise_q(m, m.agent, stream, start), _stepwise_q(m, m.target_agent, stream, start)
+            for k in range(2):
+                t = first + k
+                o, o2 = torch.as_tensor(stream[k:k + 1]), torch.as_tensor(stream[k + 1:k + 2])
+                chosen = q[k][torch.arange(2), torch.as_tensor(actions[t])]
+                best = q[k + 1].argmax(-1)
+                target_q = q_target[k + 1][torch.arange(2), best]
+                target = rewards[t] + 0.9 * (1.0 - terms[t]) * m.target_mixer(target_q[None], m.layout.state(o2))[0]
+                errors.append(m.mixer(chosen[None], m.layout.state(o))[0] - target)
     expected = torch.stack(errors) ** 2
     torch.testing.assert_close(loss.detach(), expected.mean(), rtol=1e-5, atol=1e-5)
     assert stats["td_error"].shape == (2,)
@@ -150,7 +171,8 @@ def test_the_loss_is_the_one_step_double_q_team_target(tmp_path):
 @pytest.mark.parametrize("bad,match", [
     ({"mixer": "sum"}, "'mixer'"),
     ({"optimizer": {"eps": 1e-3}}, "RMSprop"),
-    ({"model": {"use_lstm": True}}, "not recurrent yet"),
+    ({"model": {"use_lstm": True}}, "agent_network"),
+    ({"agent_network": "lstm"}, "'agent_network'"),
     ({"prioritized_replay": True}, "prioritized_replay"),
     ({"n_step": 3}, "n_step"),
     ({"fast_path": "require"}, "fast_path='require', but the NumPy learner cannot serve QMIXTorchPolicy"),
@@ -188,6 +210,25 @@ def test_checkpoint_keeps_buffer_and_state_and_resumes_bit_identically(tmp_path)
     assert_resumes_bit_identically(QMIXTrainer, "qmix_two_step", config, tmp_path)
 
 
+def test_the_gru_acts_with_the_memory_the_loss_replays(tmp_path):
+    """The Q-values the sampler acted on (its per-agent memory carried step to step) are
+    the ones the loss's re-run of the episode from its start gives."""
+    trainer = QMIXTrainer(env="qmix_masked_team", config=TINY, logdir=str(tmp_path))
+    try:
+        worker = trainer.workers.local_worker()
+        batch = worker.sample().policy_batches["default_policy"]
+        policy = worker.get_policy()
+        assert batch.count == 4 and np.array_equal(batch[SB.T], np.arange(4))  # one 4-step episode
+        np.testing.assert_array_equal(batch["state_in_0"][0], np.zeros((2, 64), np.float32))
+        assert not np.allclose(batch["state_in_0"][1:], 0.0)  # carried, not reset every step
+        with torch.no_grad():
+            q, _ = policy.model.member_q(policy.model.agent, torch.as_tensor(batch[SB.OBS])[None],
+                                         [torch.as_tensor(batch["state_in_0"][:1])])
+        np.testing.assert_allclose(q.reshape(4, -1).numpy(), batch[SB.ACTION_DIST_INPUTS], rtol=1e-5, atol=1e-6)
+    finally:
+        trainer.stop()
+
+
 def test_remote_workers_sample_the_grouped_env(ray_session, tmp_path):
     # VDN here (QMIX elsewhere): a mixer without weights; target updates copy the agent network only.
     config = dict(TINY, num_workers=1, mixer="vdn", target_network_update_freq=20)
@@ -206,8 +247,9 @@ def greedy_team_return(trainer) -> float:
     env = two_step_team()
     obs, _ = env.reset()
     total = 0.0
+    state = trainer.get_policy().get_initial_state()  # the GRU's memories, carried through the episode
     while True:
-        action = trainer.compute_single_action(obs["team"], explore=False)
+        action, state, _ = trainer.compute_single_action(obs["team"], state=state, explore=False, full_fetch=True)
         obs, rewards, terms, truncs, _ = env.step({"team": tuple(int(a) for a in action)})
         total += rewards["team"]
         if terms[ALL] or truncs[ALL]:

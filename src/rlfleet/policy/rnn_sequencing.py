@@ -3,7 +3,7 @@
 The sampler records, for a recurrent policy, the model state going into every step
 (`state_in_0..k`, one row per step) next to `prev_actions` / `prev_rewards`. Learning
 needs those only at sequence starts: `chop_into_sequences` cuts each trajectory (a run
-of rows with one `eps_id` and `env_id`) into chunks of at most `max_seq_len` rows, pads every
+of rows with one `eps_id`, `env_id` and, in multi-agent batches, `agent_index`) into chunks of at most `max_seq_len` rows, pads every
 chunk to the same length T, and keeps the state of each chunk's first row.
 
 Padded rows are zeros; `seq_mask` marks the real ones, and losses average over those only.
@@ -24,7 +24,8 @@ def state_columns(num_states: int, prefix: str = "state_in_") -> List[str]:
     return [f"{prefix}{i}" for i in range(num_states)]
 
 
-def sequence_starts(episode_ids: np.ndarray, max_seq_len: int, env_ids: Optional[np.ndarray] = None) -> np.ndarray:
+def sequence_starts(episode_ids: np.ndarray, max_seq_len: int, env_ids: Optional[np.ndarray] = None,
+                    agent_ids: Optional[np.ndarray] = None) -> np.ndarray:
     """True at the rows where a new sequence begins (trajectory starts, then every
     `max_seq_len` rows into a trajectory)."""
     n = len(episode_ids)
@@ -32,8 +33,9 @@ def sequence_starts(episode_ids: np.ndarray, max_seq_len: int, env_ids: Optional
         return np.zeros(0, bool)
     new_traj = np.ones(n, bool)
     new_traj[1:] = episode_ids[1:] != episode_ids[:-1]
-    if env_ids is not None:
-        new_traj[1:] |= env_ids[1:] != env_ids[:-1]
+    for ids in (env_ids, agent_ids):
+        if ids is not None:
+            new_traj[1:] |= ids[1:] != ids[:-1]
     traj_start = np.flatnonzero(new_traj)
     traj_id = np.cumsum(new_traj) - 1
     pos = np.arange(n) - traj_start[traj_id]
@@ -47,6 +49,7 @@ def chop_into_sequences(
     state_columns: Sequence[np.ndarray],
     max_seq_len: int,
     env_ids: Optional[np.ndarray] = None,
+    agent_ids: Optional[np.ndarray] = None,
     dynamic_max: bool = True,
 ) -> Tuple[List[np.ndarray], List[np.ndarray], np.ndarray]:
     """Cuts rows into padded sequences (the reference's `chop_into_sequences`).
@@ -57,6 +60,8 @@ def chop_into_sequences(
         state_columns: `[N, ...]` recurrent state going into each row.
         max_seq_len: longest sequence.
         env_ids: `[N]` optional; a change also starts a new trajectory.
+        agent_ids: `[N]` optional (multi-agent batches: two agents of one policy share an
+            episode and env); a change also starts a new trajectory.
         dynamic_max: pad to the longest sequence present (else to `max_seq_len`).
 
     Returns:
@@ -67,7 +72,7 @@ def chop_into_sequences(
     `[2, 1, 2, 1]` and features padded as `[a, b, c, 0, d, e, f, 0]`.
     """
     episode_ids = np.asarray(episode_ids)
-    starts_mask = sequence_starts(episode_ids, max_seq_len, env_ids)
+    starts_mask = sequence_starts(episode_ids, max_seq_len, env_ids, agent_ids)
     starts = np.flatnonzero(starts_mask)
     n = len(episode_ids)
     seq_lens = np.diff(np.append(starts, n)).astype(np.int32)
@@ -93,9 +98,10 @@ def pad_batch_to_sequences(batch: SampleBatch, max_seq_len: int, columns: Sequen
     if missing:
         raise ValueError(f"A recurrent policy needs the state columns {missing}; got {sorted(batch.keys())}")
     env_ids = batch[SB.ENV_ID] if SB.ENV_ID in batch else None
+    agent_ids = batch[SB.AGENT_INDEX] if SB.AGENT_INDEX in batch else None
     feats, init, seq_lens = chop_into_sequences(
         episode_ids=batch[SB.EPS_ID], feature_columns=[batch[c] for c in columns],
-        state_columns=[batch[c] for c in states], max_seq_len=max_seq_len, env_ids=env_ids,
+        state_columns=[batch[c] for c in states], max_seq_len=max_seq_len, env_ids=env_ids, agent_ids=agent_ids,
     )
     s = len(seq_lens)
     t = len(feats[0]) // s if s else 0

@@ -17,7 +17,7 @@ import numpy as np
 
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
-from rlfleet.rollout.postprocessing import postprocess_for_learning
+from rlfleet.rollout.postprocessing import drop_state_outs, postprocess_for_learning
 
 SB = SampleBatch
 
@@ -36,6 +36,8 @@ def postprocessed_batches(episodes: List[MultiAgentEpisode], worker, policy_of: 
             pid = ep.policy_for(aid)
             others = {o: pb for o, pb in pre.items() if o != aid}
             post = postprocess_for_learning(policy, batch, others, ep)
+            if policy.is_recurrent():  # as the single-agent sampler does
+                drop_state_outs(post)
             if callbacks is not None:
                 callbacks.on_postprocess_trajectory(
                     worker=worker, episode=ep, agent_id=aid, policy_id=pid,

@@ -11,6 +11,12 @@ from rlfleet.rollout.episode import RolloutMetrics
 
 AgentID = Any
 
+# An agent's step in flight (`MultiAgentEpisode.open`): what it acted on, until its outcome
+# closes it into a row. `STEP_ACTED` is its acting group's `(extra outputs {column: [B, ...]},
+# actions [B, ...])`, `STEP_J` the agent's row there; `STEP_REWARD` collects the (clipped)
+# rewards given to it meanwhile.
+STEP_OBS, STEP_ACTION, STEP_ACTED, STEP_J, STEP_T, STEP_REWARD = range(6)
+
 
 class MultiAgentEpisode:
     """Per-agent view of one episode.
@@ -57,6 +63,9 @@ class MultiAgentEpisode:
         # agent -> its closed transitions not yet batched: `(step, next_obs, terminated, done)`
         self.rows: Dict[AgentID, List[tuple]] = {}
         self.num_rows = 0
+        # Recurrent policies (rollout/agent_memory.py): agent -> (its state going into its next
+        # step, its last step); an agent without an entry starts from its policy's initial state.
+        self.memory: Dict[AgentID, Tuple[List[Any], list]] = {}
 
     # --- mapping ---------------------------------------------------------------------------
     def policy_for(self, agent_id: AgentID = 0) -> str:

@@ -45,11 +45,14 @@ from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.agent_batches import postprocessed_batches, stack_obs
+from rlfleet.rollout.agent_memory import recurrent_columns, recurrent_inputs
 from rlfleet.rollout.policy_actors import PolicyActors
 from rlfleet.rollout.policy_removal import remap_removed_policy
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
+from rlfleet.rollout.multi_agent_episode import STEP_ACTED as _ACTED, STEP_ACTION as _ACTION, STEP_J as _J
+from rlfleet.rollout.multi_agent_episode import STEP_OBS as _OBS, STEP_REWARD as _REWARD, STEP_T as _T
 from rlfleet.rollout.policy_mapping import call_mapping_fn
 from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
@@ -241,7 +244,13 @@ class MultiAgentSampler:
             policy = self._resolve(pid)[0]
             obs_batch = stack_obs(obs_list)
             timestep = policy.global_timestep + self.steps_since_sync
-            acts, extra = actors.act(policy, obs_batch, timestep)  # the deferred columns: `_finish_actors`
+            recurrent = policy.is_recurrent()
+            if recurrent:  # each agent's own memory (rollout/agent_memory.py), stacked
+                states, prev_actions, prev_rewards = recurrent_inputs(policy, members, aids)
+                acts, state_out, extra = actors.act(policy, obs_batch, timestep, states, prev_actions, prev_rewards)
+                state_out = recurrent_columns(extra, states, state_out, prev_actions, prev_rewards)
+            else:
+                acts, _, extra = actors.act(policy, obs_batch, timestep)  # the deferred columns: `_finish_actors`
             cfg = policy.config
             to_env = env_actions(acts, policy.action_space, bool(cfg.get("normalize_actions", True)),
                                  bool(cfg.get("clip_actions", False)))
@@ -250,7 +259,9 @@ class MultiAgentSampler:
             acted = (extra, acts)
             same = to_env is acts
             for j, (ep, aid, obs, action) in enumerate(zip(members, aids, obs_list, list(acts))):
-                ep.open[aid] = [obs, action, acted, j, ep.length, 0.0]  # see _OBS.._REWARD
+                step = ep.open[aid] = [obs, action, acted, j, ep.length, 0.0]  # see _OBS.._REWARD
+                if recurrent:
+                    ep.memory[aid] = ([s[j] for s in state_out], step)
                 last = ep._last_action
                 ep._prev_action[aid] = last.get(aid)
                 last[aid] = action
@@ -506,13 +517,6 @@ class MultiAgentSampler:
             for batch in batches.values():
                 compress_columns(batch)
         return MultiAgentBatch(batches, env_steps)
-
-
-# An agent's step in flight (`MultiAgentEpisode.open`): what it acted on, until its outcome
-# closes it into a row. `_ACTED` is its acting group's `(extra outputs {column: [B, ...]},
-# actions [B, ...])`, `_J` the agent's row there; `_REWARD` collects the (clipped) rewards
-# given to it meanwhile.
-_OBS, _ACTION, _ACTED, _J, _T, _REWARD = range(6)
 
 
 def _first_rows(ep: MultiAgentEpisode) -> bool:

@@ -27,19 +27,22 @@ class PolicyActors:
         """How many policies acted since the last `finish`."""
         return len(self._actors)
 
-    def act(self, policy, obs: np.ndarray, timestep: int) -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
-        """`(actions, extra outputs)` of `policy` for `obs` (explore: each policy's own
-        `explore`, since per-policy configs may differ); the deferred columns are added to
-        the returned dict by `finish`."""
+    def act(self, policy, obs: np.ndarray, timestep: int, state: Optional[List[np.ndarray]] = None,
+            prev_actions: Optional[np.ndarray] = None, prev_rewards: Optional[np.ndarray] = None
+            ) -> Tuple[np.ndarray, List[np.ndarray], Dict[str, np.ndarray]]:
+        """`(actions, state outputs, extra outputs)` of `policy` for `obs` (explore: each
+        policy's own `explore`, since per-policy configs may differ); the deferred columns
+        are added to the returned dict by `finish`. A recurrent policy is given its `state`
+        and previous actions / rewards (rollout/agent_memory.py)."""
         acting = self._actors.get(id(policy))
         if acting is None:
             actor = policy.actor(None, timestep, defer=self.defer)
             acting = self._actors[id(policy)] = (policy, actor, [] if actor.deferred else None)
-        acts, _, extra = acting[1].act(obs, timestep=timestep)
+        acts, state_out, extra = acting[1].act(obs, state, prev_actions, prev_rewards, timestep=timestep)
         extra = dict(extra)
         if acting[2] is not None:
             acting[2].append((extra, len(acts)))
-        return acts, extra
+        return acts, state_out, extra
 
     def clear(self) -> None:
         """Drops the actors and their rows without finishing them (a sampler's restart)."""

@@ -38,6 +38,7 @@ def remap_removed_policy(policy_id: str, finished: List[MultiAgentEpisode], runn
             if aid in ep.rows:
                 ep.num_rows -= len(ep.rows.pop(aid))
             ep.open.pop(aid, None)
+            ep.memory.pop(aid, None)  # a recurrent agent starts afresh with its new policy
             if aid in ep._last_raw_obs and aid not in ep.done_agents:
                 pp, filt = worker.preprocessors[new_pid], worker.filters[new_pid]
                 ep._last_obs[aid] = filt(pp.transform(ep._last_raw_obs[aid]), update=False)

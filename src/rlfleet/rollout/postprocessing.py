@@ -137,6 +137,14 @@ def postprocess_for_learning(policy, batch: SampleBatch, other_agent_batches: Op
     return policy.postprocess_trajectory(batch, other_agent_batches, episode)
 
 
+def drop_state_outs(batch: SampleBatch) -> SampleBatch:
+    """`batch` without its `state_out_<k>` columns (a recurrent policy's): they served
+    bootstrapping only; learning needs `state_in_<k>` alone."""
+    for key in [k for k in batch if k.startswith("state_out_")]:
+        del batch[key]
+    return batch
+
+
 def postprocess_with_critic(policy, batch: SampleBatch, gamma: float, lambda_: float, use_gae: bool,
                             use_critic: bool, other: Optional[dict] = None) -> SampleBatch:
     """GAE / returns for a critic-based policy, bootstrapping truncated trajectories."""

@@ -360,10 +360,6 @@ class RolloutWorker:
             self.policy_mapping_fn = policy_mapping_fn
         spec = PolicySpec(policy_cls, observation_space, action_space, dict(config or {}))
         policy = self._build_policy(policy_id, spec, policy_config or self.config)
-        if policy.is_recurrent() and self.sampler is not None:
-            self._drop_policy(policy_id)
-            raise ValueError(f"add_policy: policy {policy_id!r} is recurrent; the multi-agent sampler does not run "
-                             "recurrent policies yet")
         if policies_to_train is not None:
             self.set_policies_to_train(policies_to_train)
         elif self._train_all:

@@ -32,7 +32,7 @@ from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.chunk_buffers import action_layout_of, alloc_chunk, chunk_to_batch, env_label, split_complete
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.metrics import summarize_perf
-from rlfleet.rollout.postprocessing import postprocess_for_learning
+from rlfleet.rollout.postprocessing import drop_state_outs, postprocess_for_learning
 from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.filters import NoFilter
@@ -489,10 +489,7 @@ class SingleAgentSampler:
     def _postprocess(self, batch: SampleBatch) -> SampleBatch:
         if batch.count == 0:
             return batch
-        batch = postprocess_for_learning(self.policy, batch)
-        # `state_out_k` served bootstrapping only; learning needs `state_in_k` alone.
-        for key in [k for k in batch if k.startswith("state_out_")]:
-            del batch[key]
+        batch = drop_state_outs(postprocess_for_learning(self.policy, batch))
         if self._hooks["on_postprocess_trajectory"]:
             pieces = batch.split_by_episode()
             for piece in pieces:

@@ -65,10 +65,6 @@ def _env_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> 
                              "policies yet (use no use_lstm / use_attention with an ExternalEnv or a policy server)")
         return ExternalEnvSampler(worker=worker, env=env, callbacks=worker.callbacks, settings=settings)
     if isinstance(env, MultiAgentVectorEnv):
-        recurrent = [pid for pid, p in worker.policy_map.items() if p.is_recurrent()]
-        if recurrent:
-            raise ValueError(f"Policy {recurrent[0]!r} is recurrent; the multi-agent sampler does not run "
-                             "recurrent policies yet (use one policy on a single-agent env, or no use_lstm)")
         why = vector_sampler_unavailable(worker, settings)
         if why is None:  # slot envs: the multi-agent fast path
             return VectorMultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks,

@@ -6,13 +6,15 @@ The loop is `OffPolicyTrainer.training_step` with sequence replay: every sampled
 stored whole (`batch_mode: complete_episodes`), one buffer row per episode (`buffer_size`
 counts episodes; an episode longer than `model.max_seq_len` is stored as consecutive
 pieces of that length). Each update replays
-`train_batch_size` episodes, as the reference's QMIX does.
+`train_batch_size` episodes, as the reference's QMIX does. The agent network is a GRU by
+default (agent_networks.py), its memory run over each replayed episode from its start.
 """
 from __future__ import annotations
 
 from typing import List
 
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
+from rlfleet.algorithms.qmix.agent_networks import AGENT_NETWORKS
 from rlfleet.algorithms.qmix.qmix_policy import QMIXTorchPolicy
 from rlfleet.algorithms.replay_keys import replay_keys
 from rlfleet.algorithms.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
@@ -29,6 +31,12 @@ def _mixer(v):
     return v
 
 
+def _agent_network(v):
+    if v not in AGENT_NETWORKS:
+        raise InvalidValue("'gru' (fc -> GRU -> fc, the reference's) or 'mlp' (feed-forward, model.fcnet_hiddens)")
+    return v
+
+
 _DQN = {key.name: key for key in DQN_KEYS}
 
 _UNAVAILABLE = {
@@ -37,6 +45,10 @@ _UNAVAILABLE = {
     "n_step": K("n_step", 1, "QMIX learns one-step targets.", not_available("needs n-step team returns", 1)),
     "replay_burn_in": K("replay_burn_in", 0, "QMIX replays whole episodes: no burn-in.",
                         not_available("needs sequences cut inside episodes", 0)),
+    "zero_init_states": K("zero_init_states", False, "Replayed pieces start from the memory they acted with (False: "
+                          "an episode's first piece from the initial zeros, as the reference's whole episodes; a "
+                          "later piece of an episode longer than model.max_seq_len from where the previous one "
+                          "ended) or from zeros (True).", boolean),
 }
 
 ALGO_KEYS: List[ConfigKey] = [
@@ -45,8 +57,12 @@ ALGO_KEYS: List[ConfigKey] = [
                               "rollout_fragment_length", "num_workers", "min_iter_time_s", "lr_schedule")),
     override("train_batch_size", 32, "Episodes replayed per update (the reference's QMIX counts stored items)."),
     override("batch_mode", "complete_episodes"),
-    # The reference's agent network is fc(64) -> GRU(64) -> fc; without recurrence (see
-    # qmix_model.AgentNetwork), two ReLU layers of its width.
+    # The reference's agent network is fc(64) -> GRU(64) -> fc; the MLP ("mlp"): two ReLU
+    # layers of its width.
+    K("agent_network", "gru", "The members' shared Q-network: 'gru' (fc -> GRU -> fc, model.lstm_cell_size wide, "
+      "its memory carried through each episode: the reference's) or 'mlp' (ReLU layers of model.fcnet_hiddens, no "
+      "memory).", _agent_network),
+    override("model.lstm_cell_size", 64),
     override("model.fcnet_hiddens", [64, 64]),
     K("mixer", "qmix", "How the members' Q-values make the team's: 'qmix' (monotonic mixing network conditioned on "
       "the global state), 'vdn' (their sum) or None (independent Q-learners on the team reward).", _mixer),
@@ -56,9 +72,7 @@ ALGO_KEYS: List[ConfigKey] = [
     K("optim_eps", 1e-5, "RMSprop's epsilon.", number_above(0)),
     K("grad_norm_clipping", 10.0, "Clip the global gradient norm to this.", number_above(0)),
     *(_UNAVAILABLE.get(k.name, k) for k in replay_keys(buffer_size=10000, prioritized_replay=False)),
-    *(_UNAVAILABLE.get(k.name, k) for k in sequence_replay_keys(
-        "Without a recurrent agent network there is no memory to start from: True only.",
-        not_available("needs a recurrent agent network", True))),
+    *(_UNAVAILABLE.get(k.name, k) for k in sequence_replay_keys()),
 ]
 
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
@@ -77,9 +91,11 @@ class QMIXTrainer(SequenceReplayTrainer):
         if config["optimizer"]:
             raise ValueError(f"'optimizer': {config['optimizer']!r} holds Adam arguments, but QMIX learns with "
                              "RMSprop: set 'lr', 'optim_alpha' and 'optim_eps' instead")
-        if config["model"].get("use_lstm") or config["model"].get("use_attention"):
-            raise ValueError("QMIX's agent network is not recurrent yet (rlfleet's multi-agent sampler does not run "
-                             "recurrent policies): leave model.use_lstm and model.use_attention False")
+        for key in ("use_lstm", "use_attention"):
+            if config["model"].get(key):
+                raise ValueError(f"'model.{key}': True does not apply to QMIX: its agent network is chosen with "
+                                 "'agent_network' ('gru', the default and the reference's, or 'mlp'); leave "
+                                 f"model.{key} False")
 
     def replay_batch_items(self) -> int:
         return int(self.config["train_batch_size"])

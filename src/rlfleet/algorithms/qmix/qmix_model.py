@@ -1,8 +1,8 @@
 """QMIX's networks (Rashid et al. 2018): one Q-network shared by the members of a
 group, a mixer that combines their chosen Q-values into the team's, and target copies of both.
 
-- `AgentNetwork`: fed a member's observation and its one-hot index (so that shared weights
-  can still act differently per member); feed-forward for now (see its doc).
+- the agent network (agent_networks.py): fed a member's observation and its one-hot index (so
+  that shared weights can still act differently per member); a GRU (the reference's) or an MLP.
 - `QMixer`: hypernetworks conditioned on the global state give non-negative weights, so the
   team's Q-value is monotonic in every member's (the argmax of each member is the team's).
 - `VDNMixer`: the sum of the members' Q-values (Sunehag et al. 2017).
@@ -11,36 +11,15 @@ group, a mixer that combines their chosen Q-values into the team's, and target c
 from __future__ import annotations
 
 import copy
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlfleet.algorithms.qmix.agent_networks import make_agent_network
 from rlfleet.algorithms.qmix.group_layout import GroupLayout
 from rlfleet.models.torch_model import TorchModel
-
-
-class AgentNetwork(nn.Module):
-    """One member's Q-values from its observation (with its index): ReLU layers of
-    `model.fcnet_hiddens`, then a linear Q head.
-
-    The reference's agent network has a GRU between its two layers; rlfleet's multi-agent
-    sampler does not run recurrent policies yet, so this one is feed-forward.
-    """
-
-    def __init__(self, input_dim: int, hiddens: List[int], num_actions: int):
-        super().__init__()
-        layers: List[nn.Module] = []
-        for width in hiddens:
-            layers += [nn.Linear(input_dim, width), nn.ReLU()]
-            input_dim = width
-        layers.append(nn.Linear(input_dim, num_actions))
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Q `[..., A]` of inputs `[..., input_dim]`."""
-        return self.net(x)
 
 
 class QMixer(nn.Module):
@@ -86,15 +65,17 @@ def make_mixer(kind: Optional[str], layout: GroupLayout, embed_dim: int) -> Opti
 class QMIXModel(TorchModel):
     """The agent network and mixer, with their target copies, as one module (one set of
     weights to sync and checkpoint). `forward` acts: the group's flattened observations
-    `[B, D]` give the masked Q-values `[B, n_agents * A]`."""
+    `[B, D]` (and, with the GRU, the members' memories `[B, n_agents, H]`) give the masked
+    Q-values `[B, n_agents * A]` (and the memories after the step)."""
 
     def __init__(self, obs_space, action_space, num_outputs, model_config, name, *, mixer: Optional[str],
-                 mixing_embed_dim: int):
+                 mixing_embed_dim: int, agent_network: str = "gru"):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         self.layout = GroupLayout(obs_space, action_space, model_config.get("action_mask_key") or "action_mask")
         n = self.layout.n_agents
-        self.agent = AgentNetwork(self.layout.obs_dim + n, list(model_config["fcnet_hiddens"]),
-                                  self.layout.num_actions)
+        self.agent = make_agent_network(agent_network, self.layout.obs_dim + n, model_config, self.layout.num_actions)
+        # The agent network reads observations only (no previous actions or rewards).
+        self.uses_prev_actions = self.uses_prev_rewards = False
         self.mixer = make_mixer(mixer, self.layout, mixing_embed_dim)
         self.target_agent = copy.deepcopy(self.agent)
         self.target_mixer = copy.deepcopy(self.mixer)
@@ -102,19 +83,27 @@ class QMIXModel(TorchModel):
             p.requires_grad_(False)
         self.register_buffer("agent_ids", torch.eye(n), persistent=False)
 
-    def member_q(self, net: AgentNetwork, flat: torch.Tensor) -> torch.Tensor:
-        """Masked Q-values `[..., n, A]` of `net` for flattened group observations `[..., D]`."""
+    def get_initial_state(self) -> List[torch.Tensor]:
+        """The members' memories at an episode's start (none for the MLP)."""
+        return self.agent.initial_state(self.layout.n_agents)
+
+    def member_q(self, net: nn.Module, flat: torch.Tensor, state: List[torch.Tensor]
+                 ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        """Masked Q-values `[B, T, n, A]` of `net` (the online or target agent network) over
+        T steps of B sequences of flattened group observations `[B, T, D]`, from the
+        memories `state` (`[B, n, H]`, none for the MLP); and the memories after them."""
         n = self.layout.n_agents
         ids = self.agent_ids.expand(*flat.shape[:-1], n, n)
-        return self.layout.masked(net(torch.cat([self.layout.agent_obs(flat), ids], -1)), flat)
+        q, state = net(torch.cat([self.layout.agent_obs(flat), ids], -1), state)
+        return self.layout.masked(q, flat), state
 
     def forward(self, input_dict, state, seq_lens):
-        q = self.member_q(self.agent, input_dict["obs"].float())
-        return q.reshape(q.shape[0], -1), state
+        q, state = self.member_q(self.agent, input_dict["obs"].float()[:, None], state)
+        return q[:, 0].reshape(q.shape[0], -1), state
 
     def learnable_parameters(self) -> List[nn.Parameter]:
         """The online agent network's and mixer's parameters (what the optimizer steps)."""
         return [*self.agent.parameters(), *(self.mixer.parameters() if self.mixer is not None else [])]
 
 
-__all__ = ["AgentNetwork", "QMIXModel", "QMixer", "VDNMixer", "make_mixer"]
+__all__ = ["QMIXModel", "QMixer", "VDNMixer", "make_mixer"]

@@ -12,7 +12,7 @@ import torch
 from rlfleet.algorithms.qmix.group_layout import GroupLayout
 from rlfleet.algorithms.qmix.qmix_model import QMIXModel, QMixer
 from rlfleet.algorithms.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
-                                                  sequence_tensors)
+                                                  sequence_states, sequence_tensors)
 from rlfleet.models.distributions import Categorical
 from rlfleet.models.target_network import soft_update
 from rlfleet.policy.numpy_actor import obs_array
@@ -38,7 +38,8 @@ def qmix_loss(policy: "QMIXTorchPolicy", model: QMIXModel, dist_class, batch: Di
               ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """The QMIX loss on replayed episodes (sequences).
 
-    Both agent networks rate every stored observation. Row t's target is `r_t + gamma (1 - terminated_t) Q_tot^target(s_{t+1}, a*)`, with
+    Both agent networks rate every stored observation, run from each sequence's start
+    (`zero_init_states`: from zeros, else from the memory it acted with). Row t's target is `r_t + gamma (1 - terminated_t) Q_tot^target(s_{t+1}, a*)`, with
     each member's `a*` the argmax of the online net (double Q) or of the target net, over its
     legal actions; `Q_tot` is the mixer's (without one, each member's own Q learns the team's
     reward). The squared TD error is averaged over the sequences' real rows.
@@ -52,9 +53,10 @@ def qmix_loss(policy: "QMIXTorchPolicy", model: QMIXModel, dist_class, batch: Di
     actions = batch[SB.ACTIONS].long()  # [S, T, n]
     length = actions.shape[1]
     obs = batch[SB.OBS].float()  # [S, T + 1, D]
-    q = model.member_q(model.agent, obs)  # [S, T + 1, n, A]
+    start = sequence_states(policy, batch)
+    q, _ = model.member_q(model.agent, obs, start)  # [S, T + 1, n, A]
     with torch.no_grad():
-        q_target = model.member_q(model.target_agent, obs)
+        q_target, _ = model.member_q(model.target_agent, obs, start)
     chosen = q[:, :length].gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # [S, T, n]
     with torch.no_grad():
         q_boot_target = bootstrap_rows(batch, q_target)
@@ -106,7 +108,8 @@ class QMIXTorchPolicy(TorchPolicy):
     def make_model_and_action_dist(self):
         cfg = self.config
         model = QMIXModel(self.observation_space, self.action_space, 0, cfg["model"], f"{self.policy_id}_qmix",
-                          mixer=cfg["mixer"], mixing_embed_dim=cfg["mixing_embed_dim"])
+                          mixer=cfg["mixer"], mixing_embed_dim=cfg["mixing_embed_dim"],
+                          agent_network=cfg["agent_network"])
         return Categorical, model
 
     def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
@@ -120,8 +123,12 @@ class QMIXTorchPolicy(TorchPolicy):
         timestep = self.global_timestep if timestep is None else timestep
         obs = torch.as_tensor(obs_array(obs_batch)).float()
         n, num_actions = self.model.layout.n_agents, self.model.layout.num_actions
+        # The members' memories (the GRU's): given by the sampler, else the episode's start.
+        state = [torch.as_tensor(np.asarray(s, np.float32)) for s in state_batches or []]
+        if not state:
+            state = [s.expand(len(obs), *s.shape) for s in self.model.get_initial_state()]
         with torch.inference_mode():
-            q, _ = self.model({SB.OBS: obs.to(self.device)}, [], None)
+            q, state_out = self.model({SB.OBS: obs.to(self.device)}, [s.to(self.device) for s in state], None)
             q = q.cpu()
             # Each member explores on its own (the reference's per-agent epsilon-greedy).
             dist = self.dist_class(q.reshape(-1, num_actions), self.model)
@@ -129,7 +136,7 @@ class QMIXTorchPolicy(TorchPolicy):
         b = len(obs)
         extra = {SB.ACTION_DIST_INPUTS: q.numpy(), SB.ACTION_LOGP: np.zeros(b, np.float32),
                  SB.ACTION_PROB: np.ones(b, np.float32)}
-        return actions.reshape(b, n).numpy(), [], extra
+        return actions.reshape(b, n).numpy(), [s.cpu().numpy() for s in state_out], extra
 
     def to_tensors(self, batch: SampleBatch) -> Dict[str, torch.Tensor]:
         """The replayed sequences' columns as tensors, as stored (see replay/sequences.py)."""
