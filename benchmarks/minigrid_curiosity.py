@@ -7,8 +7,8 @@ for the same env-step budget, then scored greedily.
         [--set '{"env_config": {"max_steps": 20, "num_actions": 3}}']
 
 `--set` overrides config keys for both arms (a dict value updates the file's dict, e.g. one
-`env_config` or `exploration_config` key). No setting measured so far meets issue 31's
-must-show (see the file's header for what was measured); this script is how a candidate is checked.
+`env_config` or `exploration_config` key). The file's header gives both arms' figures (issue
+31's must-show) and those of the settings tried before it.
 
 Each run trains until the file's `stop.episode_reward_mean` (the sampled, extrinsic mean return)
 or its budget (`--timesteps`, default the file's `stop.timesteps_total`), then plays `--episodes` episodes with
