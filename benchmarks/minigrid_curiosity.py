@@ -7,8 +7,8 @@ for the same env-step budget, then scored greedily.
         [--set '{"env_config": {"max_steps": 20, "num_actions": 3}}']
 
 `--set` overrides config keys for both arms (a dict value updates the file's dict, e.g. one
-`env_config` or `exploration_config` key). The file's setting does not yet meet issue 31's
-must-show (see its header for what was measured); this script is how a candidate is checked.
+`env_config` or `exploration_config` key). The file's header gives both arms' figures (issue
+31's must-show) and those of the settings tried before it.
 
 Each run trains until the file's `stop.episode_reward_mean` (the sampled, extrinsic mean return)
 or its budget (`--timesteps`, default the file's `stop.timesteps_total`), then plays `--episodes` episodes with
@@ -33,6 +33,19 @@ import zoo  # noqa: E402  (benchmarks/zoo.py: the greedy scoring)
 DEFAULT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minigrid_curiosity.yaml")
 
 
+def arm_config(file_config: dict, arm: str, seed: int, overrides: dict) -> dict:
+    """The config one arm trains with: the file's, with `seed` and `overrides` (a dict value
+    updates the file's dict), and for arm "plain" without `exploration_config`, so that the
+    two arms differ in nothing else."""
+    config = {**file_config, "seed": seed, "log_sys_usage": False}
+    for key, value in overrides.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) and isinstance(config.get(key), dict) \
+            else value
+    if arm == "plain":
+        config.pop("exploration_config", None)
+    return config
+
+
 def run(path: str, arm: str, seed: int, timesteps: Optional[int], episodes: int, overrides: dict) -> dict:
     """Trains the file's experiment (arm "curiosity") or the same without its exploration_config
     (arm "plain") with `seed`, then scores it greedily."""
@@ -44,12 +57,7 @@ def run(path: str, arm: str, seed: int, timesteps: Optional[int], episodes: int,
         (exp,) = yaml.safe_load(f).values()
     budget = int(timesteps or exp["stop"]["timesteps_total"])
     target = exp["stop"]["episode_reward_mean"]
-    config = {**exp["config"], "seed": seed, "log_sys_usage": False}
-    for key, value in overrides.items():
-        config[key] = {**config[key], **value} if isinstance(value, dict) and isinstance(config.get(key), dict) \
-            else value
-    if arm == "plain":
-        config.pop("exploration_config", None)
+    config = arm_config(exp["config"], arm, seed, overrides)
     trainer = get_trainer_class(exp["run"])(env=exp["env"], config=config,
                                             logdir=tempfile.mkdtemp(prefix=f"minigrid_{arm}_{seed}_"))
     start = time.perf_counter()

@@ -341,3 +341,21 @@ def test_minigrid_view_is_the_flat_egocentric_view():
     assert navigation.action_space == gym.spaces.Discrete(3)
     with pytest.raises(ValueError, match="env_config.num_actions must be in \\[1, 7\\]"):
         MiniGridView({"id": "MiniGrid-Empty-8x8-v0", "num_actions": 8})
+
+
+def test_minigrid_benchmark_arms_differ_only_in_the_exploration_config():
+    # issue 31's MiniGrid must-show compares PPO + Curiosity with plain PPO at the same budget:
+    # benchmarks/minigrid_curiosity.py's plain arm is the file's config less exploration_config.
+    import yaml
+
+    from benchmarks import minigrid_curiosity as bench
+
+    with open(bench.DEFAULT_FILE) as f:
+        (exp,) = yaml.safe_load(f).values()
+    overrides = {"env_config": {"max_steps": 32}, "lr": 0.0005}
+    curious, plain = (bench.arm_config(exp["config"], arm, 2, overrides) for arm in ("curiosity", "plain"))
+    assert curious["exploration_config"]["type"] == "Curiosity" and "exploration_config" not in plain
+    assert {**plain, "exploration_config": curious["exploration_config"]} == curious
+    assert curious["seed"] == 2 and curious["lr"] == 0.0005
+    assert curious["env_config"] == {**exp["config"]["env_config"], "max_steps": 32}  # updated, not replaced
+    assert exp["config"]["entropy_coeff"] > 0  # both arms: see the file's header
