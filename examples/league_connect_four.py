@@ -4,6 +4,7 @@ player and against its first snapshot.
 
     python examples/league_connect_four.py --timesteps 200000
     python examples/league_connect_four.py --timesteps 20000 --eval-games 20   # a smoke run
+    python examples/league_connect_four.py --random-prob 0   # no random member (the earlier league)
 
 Prints the league table every iteration and, at the end, one JSON line with the match
 results (wins, losses, draws, illegal moves, from main's side).
@@ -11,8 +12,11 @@ results (wins, losses, draws, illegal moves, from main's side).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import time
+from typing import Optional
 
 from pettingzoo.classic import connect_four_v3
 
@@ -27,7 +31,7 @@ class ConnectFourLeague(LeagueCallbacks):
     """The league's settings; a module-level subclass, so checkpoints name it."""
 
     settings = LeagueSettings(main="main", seats=("player_0", "player_1"), snapshot_every=5,
-                              self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05)
+                              self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05, random_prob=0.0)
 
 
 def main_only(agent_id, episode=None, worker=None, **kwargs) -> str:
@@ -35,10 +39,16 @@ def main_only(agent_id, episode=None, worker=None, **kwargs) -> str:
     return "main"
 
 
-def config(seed: int) -> dict:
+def config(seed: int, random_prob: Optional[float] = None) -> dict:
+    """The trainer config; `random_prob` other than None replaces the league's share of games
+    against its random member."""
+    callbacks = ConnectFourLeague
+    if random_prob is not None:
+        settings = dataclasses.replace(ConnectFourLeague.settings, random_prob=random_prob)
+        callbacks = functools.partial(ConnectFourLeague, settings)
     return {
         "seed": seed,
-        "callbacks": ConnectFourLeague,
+        "callbacks": callbacks,
         "multiagent": {"policies": {"main"}, "policies_to_train": ["main"], "policy_mapping_fn": main_only,
                        # Snapshots beyond 8 wait on disk (the policy map's LRU) until drawn.
                        "policy_map_capacity": 8},
@@ -75,10 +85,13 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=0,
                         help="also play --eval-games games against the random player every this many iterations")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--random-prob", type=float, default=None,
+                        help="share of training games against the league's random member "
+                             f"(default {ConnectFourLeague.settings.random_prob})")
     args = parser.parse_args()
 
     register_env("connect_four", lambda ctx: PettingZooEnv(connect_four_v3.env()))
-    trainer = PPOTrainer(env="connect_four", config=config(args.seed))
+    trainer = PPOTrainer(env="connect_four", config=config(args.seed, args.random_prob))
     start = time.time()
     try:
         while True:

@@ -51,6 +51,22 @@ def test_pfsp_probabilities_follow_loss_rates_with_a_floor():
     assert League(LeagueSettings()).probabilities() == {"main": 1.0}  # no snapshot yet: self-play only
 
 
+def test_the_random_member_keeps_a_fixed_share_before_and_after_snapshots():
+    league = _league(self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05, random_prob=0.25)
+    probs = league.probabilities()
+    plain = _league(self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05).probabilities()
+    assert probs["random"] == pytest.approx(0.25) and probs["main"] == pytest.approx(0.2)
+    for sid in ("main_v1", "main_v2", "main_v3", "main_v4"):  # PFSP over the rest: 0.55 of 0.8
+        assert probs[sid] == pytest.approx(plain[sid] * 0.55 / 0.8)
+    assert sum(probs.values()) == pytest.approx(1.0)
+    assert League(LeagueSettings(random_prob=0.25)).probabilities() == {"main": 0.75, "random": 0.25}
+    assert "random" not in plain  # random_prob 0 (the default): no such member, the same draws as before
+    with pytest.raises(ValueError, match="random_prob: 0.8 must be .*self_play_prob \\(0.2\\) \\+ random_prob below 1"):
+        LeagueSettings(self_play_prob=0.2, random_prob=0.8)
+    with pytest.raises(ValueError, match="main: 'random' must be another id than 'random'"):
+        LeagueSettings(main="random", random_prob=0.1)
+
+
 def test_league_state_round_trips_and_bad_settings_name_the_key():
     league = _league()
     other = League(LeagueSettings())
@@ -243,6 +259,41 @@ def test_a_league_without_its_main_policy_or_with_snapshots_training_is_refused(
     with pytest.raises(ValueError, match="set it to \\['main'\\]"):
         PPOTrainer(env="league_connect_four", logdir=str(tmp_path / "b"), config=_config(multiagent={
             "policies": {"main", "other"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: "main"}))
+
+
+def test_the_random_member_plays_uniformly_among_legal_moves_and_stays_frozen(tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    register_env("league_connect_four", CountingConnectFour.make)
+    league = functools.partial(LeagueCallbacks, LeagueSettings(snapshot_every=1, random_prob=0.4))
+    trainer = PPOTrainer(env="league_connect_four", config=_config(callbacks=league), logdir=str(tmp_path / "run"))
+    try:
+        results = [trainer.train() for _ in range(2)]
+        assert list(trainer.workers.local_worker().policy_map)[:2] == ["main", "random"]
+        assert results[-1]["league"]["random"]["games"] > 0
+        assert results[-1]["league"]["random"]["prob"] == pytest.approx(0.4)
+        weights = trainer.get_policy("random").get_weights()
+        assert all(not np.any(w) for w in weights.values())  # never trained
+        env = connect_four_v3.env()
+        env.reset(seed=0)
+        for _ in range(6):  # column 0 full: its move is illegal
+            env.step(0)
+        obs = env.observe(env.agent_selection)
+        moves = np.bincount([trainer.compute_single_action(obs, policy_id="random", explore=True)
+                             for _ in range(600)], minlength=7)
+        assert moves[0] == 0 and moves[1:].min() >= 60  # 100 expected for each legal column
+        path = trainer.save(str(tmp_path / "ckpt"))
+        restored = PPOTrainer(env="league_connect_four", config=_config(callbacks=league),
+                              logdir=str(tmp_path / "restored"))
+        try:
+            restored.restore(path)
+            assert list(restored.workers.local_worker().policy_map) == list(trainer.workers.local_worker().policy_map)
+            assert restored.callbacks.mapping().match(5) == trainer.callbacks.mapping().match(5)
+        finally:
+            restored.stop()
+    finally:
+        trainer.stop()
 
 
 def test_games_on_remote_workers_reach_the_table_and_snapshots_reach_the_workers(ray_session, tmp_path):

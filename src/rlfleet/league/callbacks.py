@@ -19,6 +19,8 @@ Where each step runs:
   trained), hands every worker the new PFSP mapping, and puts the league table in
   `result["league"]` (`{opponent: {"win_rate", "games", "prob"}}`; the loggers write it,
   TensorBoard as `league/<opponent>/win_rate` and so on);
+- driver, `on_trainer_init`: with `random_prob > 0`, adds the uniformly random member
+  `"random"` (main's policy class, every weight 0, never trained);
 - `get_state` / `set_state`: the league (snapshots, counts) in trainer checkpoints; a
   restore re-adds the snapshots before their weights are loaded.
 
@@ -31,8 +33,10 @@ import secrets
 from functools import partial
 from typing import Any, Dict, Optional
 
+import numpy as np
+
 from rlfleet.callbacks import DefaultCallbacks
-from rlfleet.league.league import DRAW, LOSS, OUTCOMES, WIN, League, LeagueSettings
+from rlfleet.league.league import DRAW, LOSS, OUTCOMES, RANDOM_MEMBER, WIN, League, LeagueSettings
 from rlfleet.league.mapping import USER_DATA_KEY, LeagueMapping
 from rlfleet.utils.seeding import derive_seed
 
@@ -70,6 +74,8 @@ class LeagueCallbacks(DefaultCallbacks):
                              f"set it to [{main!r}]: only main trains, snapshots stay frozen")
         seed = self.settings.seed if self.settings.seed is not None else trainer.config.get("seed")
         self._seed = derive_seed(seed, "league") if seed is not None else secrets.randbits(63)
+        if self.settings.random_prob > 0 and RANDOM_MEMBER not in local.policy_map:
+            self._add_random_member(trainer)
         self._push_mapping(trainer)
 
     # --- workers: results -----------------------------------------------------------------
@@ -106,9 +112,19 @@ class LeagueCallbacks(DefaultCallbacks):
 
     def _add_snapshot(self, trainer) -> None:
         main = trainer.get_policy(self.settings.main)
-        weights = main.get_weights()
         policy_id = self.league.next_snapshot_id()
         self.league.add_snapshot(policy_id)
+        self._add_frozen_policy(trainer, policy_id, main.get_weights())
+
+    def _add_random_member(self, trainer) -> None:
+        # Every weight 0: every logit is 0, so the masked distribution is uniform over the
+        # legal moves (the value branch is never used: the member does not train).
+        main = trainer.get_policy(self.settings.main)
+        zeros = {name: np.zeros_like(w) for name, w in main.get_weights().items()}
+        self._add_frozen_policy(trainer, RANDOM_MEMBER, zeros)
+
+    def _add_frozen_policy(self, trainer, policy_id: str, weights: Dict[str, Any]) -> None:
+        main = trainer.get_policy(self.settings.main)
         self._add_snapshot_policy(trainer, policy_id, main)
         trainer.get_policy(policy_id).set_weights(weights)
         trainer.workers.sync_weights(policies=[policy_id])

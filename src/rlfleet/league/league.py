@@ -5,12 +5,18 @@ Matchmaking (AlphaStar's PFSP, Vinyals et al. 2019, "hard" weighting):
 
 | opponent        | probability                                                             |
 | --------------- | ----------------------------------------------------------------------- |
-| main itself     | `self_play_prob` (1 while there is no snapshot)                         |
-| snapshot s      | `(1 - self_play_prob) * w(s) / sum(w)`, `w(s) = max(loss(s) ** p, floor)` |
+| main itself     | `self_play_prob` (`1 - random_prob` while there is no snapshot)         |
+| `random`        | `random_prob` (0 by default: no such member)                            |
+| snapshot s      | `(1 - self_play_prob - random_prob) * w(s) / sum(w)`, `w(s) = max(loss(s) ** p, floor)` |
 
 `loss(s)` is main's non-win rate against s, `1 - (wins + draws / 2) / games`; a snapshot
 not played yet has `w = 1` (the largest weight), so each new snapshot gets tried. The floor
 keeps every snapshot in play after main has learnt to beat it.
+
+The `random` member plays uniformly among the legal moves, at a fixed share whatever main's
+win rate against it: snapshots get stronger as main does, and self-play against them alone
+drifts away from punishing weak moves (main's win rate against a random player fell with
+longer training on connect four); a permanent weak member keeps that play in the games.
 
 State is plain JSON (`to_state` / `from_state`): it goes into trainer checkpoints as is.
 """
@@ -23,6 +29,8 @@ import numpy as np
 
 WIN, LOSS, DRAW = "win", "loss", "draw"
 OUTCOMES = (WIN, LOSS, DRAW)
+# The policy id of the uniformly random member (LeagueSettings.random_prob).
+RANDOM_MEMBER = "random"
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,10 @@ class LeagueSettings:
         self_play_prob: the share of episodes played against main itself once snapshots exist.
         pfsp_p: the exponent p of the PFSP weighting `loss_rate ** p`.
         pfsp_floor: the least weight a snapshot gets (> 0: each stays in play).
+        random_prob: the share of episodes against a permanent member `"random"` that
+            picks uniformly among the legal moves (a frozen policy of main's class with all
+            weights 0: every logit is 0, and action masking leaves the legal moves' alike);
+            0: no such member. Keeps weak play in main's games (see the module docstring).
         seed: seeds each episode's opponent draw (with the episode id); None: the trainer's seed.
     """
 
@@ -47,6 +59,7 @@ class LeagueSettings:
     self_play_prob: float = 0.2
     pfsp_p: float = 2.0
     pfsp_floor: float = 0.05
+    random_prob: float = 0.0
     seed: Any = None
 
     def __post_init__(self):
@@ -60,6 +73,12 @@ class LeagueSettings:
             ("pfsp_p", _is_number(self.pfsp_p) and self.pfsp_p >= 0, "a number >= 0"),
             ("pfsp_floor", _is_number(self.pfsp_floor) and 0.0 < self.pfsp_floor <= 1.0,
              "a number in (0, 1]: a snapshot with weight 0 would never be tried again"),
+            ("random_prob", _is_number(self.random_prob) and 0.0 <= self.random_prob < 1.0
+             and _is_number(self.self_play_prob) and self.self_play_prob + self.random_prob < 1.0,
+             f"a number in [0, 1) with self_play_prob ({self.self_play_prob!r}) + random_prob below 1, "
+             "so that snapshots get played"),
+            ("main", self.main != RANDOM_MEMBER or self.random_prob == 0,
+             f"another id than {RANDOM_MEMBER!r} while random_prob > 0: that is the random member's id"),
             ("seed", self.seed is None or isinstance(self.seed, int), "an int or None"),
         )
         for name, ok, wanted in checks:
@@ -125,11 +144,12 @@ class League:
     def probabilities(self) -> Dict[str, float]:
         """`{opponent: probability}` for the next episodes (see the module docstring)."""
         s = self.settings
+        random = {RANDOM_MEMBER: float(s.random_prob)} if s.random_prob > 0 else {}
         if not self.snapshots:
-            return {s.main: 1.0}
+            return {s.main: 1.0 - float(s.random_prob), **random}
         weights = np.array([self._pfsp_weight(opp) for opp in self.snapshots], dtype=np.float64)
-        shares = (1.0 - s.self_play_prob) * weights / weights.sum()
-        probs = {s.main: float(s.self_play_prob)}
+        shares = (1.0 - s.self_play_prob - s.random_prob) * weights / weights.sum()
+        probs = {s.main: float(s.self_play_prob), **random}
         probs.update({opp: float(p) for opp, p in zip(self.snapshots, shares)})
         return probs
 
