@@ -67,6 +67,25 @@ def test_the_random_member_keeps_a_fixed_share_before_and_after_snapshots():
         LeagueSettings(main="random", random_prob=0.1)
 
 
+def test_keep_best_takes_the_highest_win_rate_against_the_random_member_ties_to_the_later():
+    from rlfleet.league.league import BEST_MIN_GAMES
+
+    league = League(LeagueSettings(random_prob=0.2, keep_best=True))
+    n = BEST_MIN_GAMES
+    assert not league.offer_best({"win": n - 1, "loss": 0, "draw": 0}, 1)  # too few games to judge
+    assert league.offer_best({"win": n, "loss": n, "draw": 0}, 2)
+    assert not league.offer_best({"win": n - 1, "loss": n + 1, "draw": 0}, 3)
+    assert league.offer_best({"win": n, "loss": n - 2, "draw": 2}, 4)  # draws count half
+    assert league.offer_best({"win": 2 * n, "loss": 2 * n - 4, "draw": 4}, 5)  # a tie: the later main
+    assert league.best == {"win_rate": pytest.approx(0.5 + 1 / (2 * n)), "games": 4 * n, "iteration": 5}
+    other = League(LeagueSettings(random_prob=0.2, keep_best=True))
+    other.load_state(league.to_state())
+    assert other.best == league.best
+    assert "best" not in League(LeagueSettings()).to_state()
+    with pytest.raises(ValueError, match="keep_best: True must be a bool, True only with random_prob > 0"):
+        LeagueSettings(keep_best=True)
+
+
 def test_league_state_round_trips_and_bad_settings_name_the_key():
     league = _league()
     other = League(LeagueSettings())
@@ -290,6 +309,40 @@ def test_the_random_member_plays_uniformly_among_legal_moves_and_stays_frozen(tm
             restored.restore(path)
             assert list(restored.workers.local_worker().policy_map) == list(trainer.workers.local_worker().policy_map)
             assert restored.callbacks.mapping().match(5) == trainer.callbacks.mapping().match(5)
+        finally:
+            restored.stop()
+    finally:
+        trainer.stop()
+
+
+def test_keep_best_copies_the_weights_that_played_the_best_iteration(tmp_path, monkeypatch):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    monkeypatch.setattr("rlfleet.league.league.BEST_MIN_GAMES", 1)  # a few games per iteration here
+    register_env("league_connect_four", CountingConnectFour.make)
+    league = functools.partial(LeagueCallbacks, LeagueSettings(snapshot_every=1, random_prob=0.6, keep_best=True))
+    trainer = PPOTrainer(env="league_connect_four", config=_config(callbacks=league), logdir=str(tmp_path / "run"))
+    try:
+        played_by = {}  # iteration -> the weights main played that iteration's games with
+        weights = trainer.get_policy("main").get_weights()
+        for _ in range(4):
+            result = trainer.train()
+            played_by[result["training_iteration"]] = weights
+            weights = trainer.get_policy("main").get_weights()
+        best = trainer.callbacks.league.best
+        assert result["league_best"] == best and 2 <= best["iteration"] <= 4  # the first is not judged
+        kept = trainer.get_policy("main_best").get_weights()
+        assert all(np.array_equal(kept[k], played_by[best["iteration"]][k]) for k in kept)
+        assert "main_best" not in result["league"]  # never an opponent
+        path = trainer.save(str(tmp_path / "ckpt"))
+        restored = PPOTrainer(env="league_connect_four", config=_config(callbacks=league),
+                              logdir=str(tmp_path / "restored"))
+        try:
+            restored.restore(path)
+            again = restored.get_policy("main_best").get_weights()
+            assert restored.callbacks.league.best == best
+            assert all(np.array_equal(again[k], kept[k]) for k in kept)
         finally:
             restored.stop()
     finally:
