@@ -4,10 +4,11 @@ player and against its first snapshot.
 
     python examples/league_connect_four.py --timesteps 200000
     python examples/league_connect_four.py --timesteps 20000 --eval-games 20   # a smoke run
-    python examples/league_connect_four.py --random-prob 0   # no random member (the earlier league)
+    python examples/league_connect_four.py --random-prob 0 --keep-best 0   # the earlier league
 
 Prints the league table every iteration and, at the end, one JSON line with the match
-results (wins, losses, draws, illegal moves, from main's side).
+results (wins, losses, draws, illegal moves, from main's side), for main as trained and for
+the kept best main (`"best"`, `main_best`).
 """
 from __future__ import annotations
 
@@ -30,8 +31,12 @@ from rlfleet.league.matches import play_games, policy_player, random_legal_playe
 class ConnectFourLeague(LeagueCallbacks):
     """The league's settings; a module-level subclass, so checkpoints name it."""
 
+    # Half the games against a uniformly random member, and main's weights kept from the
+    # iteration it beat that member most: against snapshots alone, main's wins against a
+    # random player fell with training and swung from iteration to iteration
+    # (docs/guides/ars-and-league-tuning.md).
     settings = LeagueSettings(main="main", seats=("player_0", "player_1"), snapshot_every=5,
-                              self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05, random_prob=0.0)
+                              self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05, random_prob=0.5, keep_best=True)
 
 
 def main_only(agent_id, episode=None, worker=None, **kwargs) -> str:

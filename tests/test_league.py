@@ -385,5 +385,7 @@ def test_the_example_settings_build_a_league_trainer(tmp_path):
         assert isinstance(trainer.callbacks, ConnectFourLeague)
         assert trainer.config["lambda"] == 0.95 and trainer.config["entropy_coeff_schedule"][-1] == [400_000, 0.0]
         assert trainer.workers.local_worker().policies_to_train == ["main"]
+        assert trainer.callbacks.settings.random_prob == 0.5 and trainer.callbacks.settings.keep_best
+        assert "random" in trainer.workers.local_worker().policy_map
     finally:
         trainer.stop()
