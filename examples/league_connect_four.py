@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import json
 import time
-from typing import Optional
 
 from pettingzoo.classic import connect_four_v3
 

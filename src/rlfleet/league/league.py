@@ -51,7 +51,7 @@ class LeagueSettings:
         pfsp_floor: the least weight a snapshot gets (> 0: each stays in play).
         random_prob: the share of episodes against a permanent member `"random"` that
             picks uniformly among the legal moves (a frozen policy of main's class with all
-            weights 0: every logit is 0, and action masking leaves the legal moves' alike);
+            weights 0: every logit is 0, so after action masking each legal move is as likely);
             0: no such member. Keeps weak play in main's games (see the module docstring).
         keep_best: keeps a frozen copy `<main>_best` of main's weights from the iteration
             whose games against the random member main won most often (ties: the later
@@ -103,6 +103,12 @@ class LeagueSettings:
         return f"{self.main}_best"
 
 
+def _score(row: Dict[str, int]) -> float:
+    """`(wins + draws / 2) / games` of a `{"win", "loss", "draw"}` row; NaN without games."""
+    played = sum(row.values())
+    return (row.get(WIN, 0) + 0.5 * row.get(DRAW, 0)) / played if played else float("nan")
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
 
@@ -150,9 +156,7 @@ class League:
 
     def win_rate(self, opponent: str) -> float:
         """Main's `(wins + draws / 2) / games` against `opponent`; NaN before any game."""
-        row = self.games.get(opponent)
-        played = sum(row.values()) if row else 0
-        return (row[WIN] + 0.5 * row[DRAW]) / played if played else float("nan")
+        return _score(self.games.get(opponent) or {})
 
     def offer_best(self, row: Dict[str, int], iteration: int) -> bool:
         """Whether the main that played `row` (one iteration's games against the random
@@ -160,7 +164,7 @@ class League:
         played = int(sum(row.values()))
         if played < BEST_MIN_GAMES:
             return False
-        rate = (row[WIN] + 0.5 * row[DRAW]) / played
+        rate = _score(row)
         if self.best is not None and rate < self.best["win_rate"]:
             return False
         self.best = {"win_rate": float(rate), "games": played, "iteration": int(iteration)}
