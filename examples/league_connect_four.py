@@ -4,13 +4,17 @@ player and against its first snapshot.
 
     python examples/league_connect_four.py --timesteps 200000
     python examples/league_connect_four.py --timesteps 20000 --eval-games 20   # a smoke run
+    python examples/league_connect_four.py --random-prob 0 --keep-best 0   # the earlier league
 
 Prints the league table every iteration and, at the end, one JSON line with the match
-results (wins, losses, draws, illegal moves, from main's side).
+results (wins, losses, draws, illegal moves, from main's side), for main as trained and for
+the kept best main (`"best"`, `main_best`).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import time
 
@@ -26,8 +30,12 @@ from rlfleet.league.matches import play_games, policy_player, random_legal_playe
 class ConnectFourLeague(LeagueCallbacks):
     """The league's settings; a module-level subclass, so checkpoints name it."""
 
+    # Half the games against a uniformly random member, and main's weights kept from the
+    # iteration it beat that member most: against snapshots alone, main's wins against a
+    # random player fell with training and swung from iteration to iteration
+    # (docs/guides/ars-and-league-tuning.md).
     settings = LeagueSettings(main="main", seats=("player_0", "player_1"), snapshot_every=5,
-                              self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05)
+                              self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05, random_prob=0.5, keep_best=True)
 
 
 def main_only(agent_id, episode=None, worker=None, **kwargs) -> str:
@@ -35,10 +43,15 @@ def main_only(agent_id, episode=None, worker=None, **kwargs) -> str:
     return "main"
 
 
-def config(seed: int) -> dict:
+def config(seed: int, **league_settings) -> dict:
+    """The trainer config; `league_settings` (e.g. `random_prob=0`) replace the league's."""
+    callbacks = ConnectFourLeague
+    if league_settings:
+        settings = dataclasses.replace(ConnectFourLeague.settings, **league_settings)
+        callbacks = functools.partial(ConnectFourLeague, settings)
     return {
         "seed": seed,
-        "callbacks": ConnectFourLeague,
+        "callbacks": callbacks,
         "multiagent": {"policies": {"main"}, "policies_to_train": ["main"], "policy_mapping_fn": main_only,
                        # Snapshots beyond 8 wait on disk (the policy map's LRU) until drawn.
                        "policy_map_capacity": 8},
@@ -61,11 +74,19 @@ def config(seed: int) -> dict:
     }
 
 
-def vs_random(trainer, args) -> dict:
-    """Main against a random legal-move player: greedy, and sampling its moves."""
-    return {mode: play_games(connect_four_v3.env, policy_player(trainer, "main", explore=explore),
+def vs_random(trainer, args, policy_id: str = "main") -> dict:
+    """A policy against a random legal-move player: greedy, and sampling its moves."""
+    return {mode: play_games(connect_four_v3.env, policy_player(trainer, policy_id, explore=explore),
                              random_legal_player(args.seed), args.eval_games, seed=args.seed)
             for mode, explore in (("greedy", False), ("sampled", True))}
+
+
+def vs_first_snapshot(trainer, args, policy_id: str = "main") -> dict:
+    """A policy against the league's first snapshot, both sampling their moves (two greedy
+    players would replay the same two games)."""
+    first = trainer.callbacks.league.snapshots[0]
+    return play_games(connect_four_v3.env, policy_player(trainer, policy_id, explore=True),
+                      policy_player(trainer, first, explore=True), args.eval_games, seed=args.seed)
 
 
 def main() -> None:
@@ -75,17 +96,29 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=0,
                         help="also play --eval-games games against the random player every this many iterations")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--random-prob", type=float, default=None,
+                        help="share of training games against the league's random member "
+                             f"(default {ConnectFourLeague.settings.random_prob})")
+    parser.add_argument("--keep-best", type=int, choices=(0, 1), default=None,
+                        help="1: keep main's best weights by its training games against the random member "
+                             f"(default {int(ConnectFourLeague.settings.keep_best)})")
     args = parser.parse_args()
 
     register_env("connect_four", lambda ctx: PettingZooEnv(connect_four_v3.env()))
-    trainer = PPOTrainer(env="connect_four", config=config(args.seed))
+    overrides = {key: value for key, value in (("random_prob", args.random_prob), ("keep_best", args.keep_best))
+                 if value is not None}
+    if "keep_best" in overrides:
+        overrides["keep_best"] = bool(overrides["keep_best"])
+    trainer = PPOTrainer(env="connect_four", config=config(args.seed, **overrides))
     start = time.time()
     try:
         while True:
             result = trainer.train()
             table = {opp: f"{row['win_rate']:.2f}/{row['games']}" for opp, row in result["league"].items()}
+            best = result.get("league_best")
+            kept = f" best: {best['win_rate']:.2f} at iter {best['iteration']}" if best else ""
             print(f"iter {result['training_iteration']} steps {result['timesteps_total']} "
-                  f"{time.time() - start:.0f}s win_rate/games: {table}", flush=True)
+                  f"{time.time() - start:.0f}s win_rate/games: {table}{kept}", flush=True)
             if args.eval_every and result["training_iteration"] % args.eval_every == 0:
                 print(json.dumps({"timesteps": result["timesteps_total"], "vs_random": vs_random(trainer, args)}),
                       flush=True)
@@ -98,11 +131,13 @@ def main() -> None:
             "vs_random": vs_random(trainer, args),
         }
         if trainer.callbacks.league.snapshots:
-            first = trainer.callbacks.league.snapshots[0]
-            # Both sides sample their moves: two greedy players would replay the same two games.
-            report["vs_first_snapshot"] = play_games(
-                connect_four_v3.env, policy_player(trainer, "main", explore=True),
-                policy_player(trainer, first, explore=True), args.eval_games, seed=args.seed)
+            report["vs_first_snapshot"] = vs_first_snapshot(trainer, args)
+        best = trainer.callbacks.league.best
+        if best is not None:  # keep_best: the kept main, judged the same way
+            best_id = trainer.callbacks.settings.best_id
+            report["best"] = {"iteration": best["iteration"], "train_win_rate_vs_random": best["win_rate"],
+                              "vs_random": vs_random(trainer, args, best_id),
+                              "vs_first_snapshot": vs_first_snapshot(trainer, args, best_id)}
         print(json.dumps(report), flush=True)
     finally:
         trainer.stop()

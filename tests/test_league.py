@@ -51,6 +51,41 @@ def test_pfsp_probabilities_follow_loss_rates_with_a_floor():
     assert League(LeagueSettings()).probabilities() == {"main": 1.0}  # no snapshot yet: self-play only
 
 
+def test_the_random_member_keeps_a_fixed_share_before_and_after_snapshots():
+    league = _league(self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05, random_prob=0.25)
+    probs = league.probabilities()
+    plain = _league(self_play_prob=0.2, pfsp_p=2.0, pfsp_floor=0.05).probabilities()
+    assert probs["random"] == pytest.approx(0.25) and probs["main"] == pytest.approx(0.2)
+    for sid in ("main_v1", "main_v2", "main_v3", "main_v4"):  # PFSP over the rest: 0.55 of 0.8
+        assert probs[sid] == pytest.approx(plain[sid] * 0.55 / 0.8)
+    assert sum(probs.values()) == pytest.approx(1.0)
+    assert League(LeagueSettings(random_prob=0.25)).probabilities() == {"main": 0.75, "random": 0.25}
+    assert "random" not in plain  # random_prob 0 (the default): no such member, the same draws as before
+    with pytest.raises(ValueError, match="random_prob: 0.8 must be .*self_play_prob \\(0.2\\) \\+ random_prob below 1"):
+        LeagueSettings(self_play_prob=0.2, random_prob=0.8)
+    with pytest.raises(ValueError, match="main: 'random' must be another id than 'random'"):
+        LeagueSettings(main="random", random_prob=0.1)
+
+
+def test_keep_best_takes_the_highest_win_rate_against_the_random_member_ties_to_the_later():
+    from rlfleet.league.league import BEST_MIN_GAMES
+
+    league = League(LeagueSettings(random_prob=0.2, keep_best=True))
+    n = BEST_MIN_GAMES
+    assert not league.offer_best({"win": n - 1, "loss": 0, "draw": 0}, 1)  # too few games to judge
+    assert league.offer_best({"win": n, "loss": n, "draw": 0}, 2)
+    assert not league.offer_best({"win": n - 1, "loss": n + 1, "draw": 0}, 3)
+    assert league.offer_best({"win": n, "loss": n - 2, "draw": 2}, 4)  # draws count half
+    assert league.offer_best({"win": 2 * n, "loss": 2 * n - 4, "draw": 4}, 5)  # a tie: the later main
+    assert league.best == {"win_rate": pytest.approx(0.5 + 1 / (2 * n)), "games": 4 * n, "iteration": 5}
+    other = League(LeagueSettings(random_prob=0.2, keep_best=True))
+    other.load_state(league.to_state())
+    assert other.best == league.best
+    assert "best" not in League(LeagueSettings()).to_state()
+    with pytest.raises(ValueError, match="keep_best: True must be a bool, True only with random_prob > 0"):
+        LeagueSettings(keep_best=True)
+
+
 def test_league_state_round_trips_and_bad_settings_name_the_key():
     league = _league()
     other = League(LeagueSettings())
@@ -245,6 +280,75 @@ def test_a_league_without_its_main_policy_or_with_snapshots_training_is_refused(
             "policies": {"main", "other"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: "main"}))
 
 
+def test_the_random_member_plays_uniformly_among_legal_moves_and_stays_frozen(tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    register_env("league_connect_four", CountingConnectFour.make)
+    league = functools.partial(LeagueCallbacks, LeagueSettings(snapshot_every=1, random_prob=0.4))
+    trainer = PPOTrainer(env="league_connect_four", config=_config(callbacks=league), logdir=str(tmp_path / "run"))
+    try:
+        results = [trainer.train() for _ in range(2)]
+        assert list(trainer.workers.local_worker().policy_map)[:2] == ["main", "random"]
+        assert results[-1]["league"]["random"]["games"] > 0
+        assert results[-1]["league"]["random"]["prob"] == pytest.approx(0.4)
+        weights = trainer.get_policy("random").get_weights()
+        assert all(not np.any(w) for w in weights.values())  # never trained
+        env = connect_four_v3.env()
+        env.reset(seed=0)
+        for _ in range(6):  # column 0 full: its move is illegal
+            env.step(0)
+        obs = env.observe(env.agent_selection)
+        moves = np.bincount([trainer.compute_single_action(obs, policy_id="random", explore=True)
+                             for _ in range(600)], minlength=7)
+        assert moves[0] == 0 and moves[1:].min() >= 60  # 100 expected for each legal column
+        path = trainer.save(str(tmp_path / "ckpt"))
+        restored = PPOTrainer(env="league_connect_four", config=_config(callbacks=league),
+                              logdir=str(tmp_path / "restored"))
+        try:
+            restored.restore(path)
+            assert list(restored.workers.local_worker().policy_map) == list(trainer.workers.local_worker().policy_map)
+            assert restored.callbacks.mapping().match(5) == trainer.callbacks.mapping().match(5)
+        finally:
+            restored.stop()
+    finally:
+        trainer.stop()
+
+
+def test_keep_best_copies_the_weights_that_played_the_best_iteration(tmp_path, monkeypatch):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+
+    monkeypatch.setattr("rlfleet.league.league.BEST_MIN_GAMES", 1)  # a few games per iteration here
+    register_env("league_connect_four", CountingConnectFour.make)
+    league = functools.partial(LeagueCallbacks, LeagueSettings(snapshot_every=1, random_prob=0.6, keep_best=True))
+    trainer = PPOTrainer(env="league_connect_four", config=_config(callbacks=league), logdir=str(tmp_path / "run"))
+    try:
+        played_by = {}  # iteration -> the weights main played that iteration's games with
+        weights = trainer.get_policy("main").get_weights()
+        for _ in range(4):
+            result = trainer.train()
+            played_by[result["training_iteration"]] = weights
+            weights = trainer.get_policy("main").get_weights()
+        best = trainer.callbacks.league.best
+        assert result["league_best"] == best and 2 <= best["iteration"] <= 4  # the first is not judged
+        kept = trainer.get_policy("main_best").get_weights()
+        assert all(np.array_equal(kept[k], played_by[best["iteration"]][k]) for k in kept)
+        assert "main_best" not in result["league"]  # never an opponent
+        path = trainer.save(str(tmp_path / "ckpt"))
+        restored = PPOTrainer(env="league_connect_four", config=_config(callbacks=league),
+                              logdir=str(tmp_path / "restored"))
+        try:
+            restored.restore(path)
+            again = restored.get_policy("main_best").get_weights()
+            assert restored.callbacks.league.best == best
+            assert all(np.array_equal(again[k], kept[k]) for k in kept)
+        finally:
+            restored.stop()
+    finally:
+        trainer.stop()
+
+
 def test_games_on_remote_workers_reach_the_table_and_snapshots_reach_the_workers(ray_session, tmp_path):
     from rlfleet.algorithms.ppo import PPOTrainer
     from rlfleet.env.registry import register_env
@@ -281,5 +385,7 @@ def test_the_example_settings_build_a_league_trainer(tmp_path):
         assert isinstance(trainer.callbacks, ConnectFourLeague)
         assert trainer.config["lambda"] == 0.95 and trainer.config["entropy_coeff_schedule"][-1] == [400_000, 0.0]
         assert trainer.workers.local_worker().policies_to_train == ["main"]
+        assert trainer.callbacks.settings.random_prob == 0.5 and trainer.callbacks.settings.keep_best
+        assert "random" in trainer.workers.local_worker().policy_map
     finally:
         trainer.stop()

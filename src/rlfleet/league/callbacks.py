@@ -19,6 +19,11 @@ Where each step runs:
   trained), hands every worker the new PFSP mapping, and puts the league table in
   `result["league"]` (`{opponent: {"win_rate", "games", "prob"}}`; the loggers write it,
   TensorBoard as `league/<opponent>/win_rate` and so on);
+- driver, `on_trainer_init`: with `random_prob > 0`, adds the uniformly random member
+  `"random"` (main's policy class, every weight 0, never trained);
+- driver, `on_train_result` with `keep_best`: the weights main played an iteration's games
+  with become `<main>_best` when it won the most of them against the random member so far
+  (`result["league_best"]`: `{"win_rate", "games", "iteration"}`);
 - `get_state` / `set_state`: the league (snapshots, counts) in trainer checkpoints; a
   restore re-adds the snapshots before their weights are loaded.
 
@@ -31,8 +36,10 @@ import secrets
 from functools import partial
 from typing import Any, Dict, Optional
 
+import numpy as np
+
 from rlfleet.callbacks import DefaultCallbacks
-from rlfleet.league.league import DRAW, LOSS, OUTCOMES, WIN, League, LeagueSettings
+from rlfleet.league.league import DRAW, LOSS, OUTCOMES, RANDOM_MEMBER, WIN, League, LeagueSettings
 from rlfleet.league.mapping import USER_DATA_KEY, LeagueMapping
 from rlfleet.utils.seeding import derive_seed
 
@@ -56,6 +63,9 @@ class LeagueCallbacks(DefaultCallbacks):
         # Worker side: games finished since the driver last took them.
         self._pending: Dict[str, Dict[str, int]] = {}
         self._seed = 0
+        # Driver side (keep_best): main's weights as they play the coming iteration's games;
+        # None until an iteration has ended (in this process: not carried by checkpoints).
+        self._candidate: Optional[Dict[str, Any]] = None
 
     # --- driver: setup -------------------------------------------------------------------
     def on_trainer_init(self, *, trainer, **kwargs) -> None:
@@ -70,6 +80,8 @@ class LeagueCallbacks(DefaultCallbacks):
                              f"set it to [{main!r}]: only main trains, snapshots stay frozen")
         seed = self.settings.seed if self.settings.seed is not None else trainer.config.get("seed")
         self._seed = derive_seed(seed, "league") if seed is not None else secrets.randbits(63)
+        if self.settings.random_prob > 0 and RANDOM_MEMBER not in local.policy_map:
+            self._add_random_member(trainer)
         self._push_mapping(trainer)
 
     # --- workers: results -----------------------------------------------------------------
@@ -93,8 +105,11 @@ class LeagueCallbacks(DefaultCallbacks):
 
     # --- driver: each iteration ---------------------------------------------------------------
     def on_train_result(self, *, trainer, result: dict, **kwargs) -> None:
-        for games in trainer.workers.foreach_worker(_take_league_games):
+        taken = trainer.workers.foreach_worker(_take_league_games)
+        for games in taken:
             self.league.merge(games)
+        if self.settings.keep_best:
+            self._keep_best(trainer, taken)
         if trainer.iteration % self.settings.snapshot_every == 0:
             self._add_snapshot(trainer)
         self._push_mapping(trainer)
@@ -102,13 +117,38 @@ class LeagueCallbacks(DefaultCallbacks):
         table = self.league.table()
         result["league"] = {opp: dict(table.get(opp, {"win_rate": float("nan"), "games": 0}), prob=p)
                             for opp, p in probs.items()}
+        if self.league.best is not None:
+            result["league_best"] = dict(self.league.best)
         super().on_train_result(trainer=trainer, result=result, **kwargs)
 
     def _add_snapshot(self, trainer) -> None:
         main = trainer.get_policy(self.settings.main)
-        weights = main.get_weights()
         policy_id = self.league.next_snapshot_id()
         self.league.add_snapshot(policy_id)
+        self._add_frozen_policy(trainer, policy_id, main.get_weights())
+
+    def _keep_best(self, trainer, taken) -> None:
+        row = {k: sum(games.get(RANDOM_MEMBER, {}).get(k, 0) for games in taken) for k in OUTCOMES}
+        # This iteration's games were played with the weights main had when the last one ended.
+        if self._candidate is not None and self.league.offer_best(row, trainer.iteration):
+            best_id = self.settings.best_id
+            if best_id in trainer.workers.local_worker().policy_map:
+                trainer.get_policy(best_id).set_weights(self._candidate)
+                trainer.workers.sync_weights(policies=[best_id])
+            else:
+                self._add_frozen_policy(trainer, best_id, self._candidate)
+        weights = trainer.get_policy(self.settings.main).get_weights()
+        self._candidate = {name: np.array(w, copy=True) for name, w in weights.items()}
+
+    def _add_random_member(self, trainer) -> None:
+        # Every weight 0: every logit is 0, so the masked distribution is uniform over the
+        # legal moves (the value branch is never used: the member does not train).
+        main = trainer.get_policy(self.settings.main)
+        zeros = {name: np.zeros_like(w) for name, w in main.get_weights().items()}
+        self._add_frozen_policy(trainer, RANDOM_MEMBER, zeros)
+
+    def _add_frozen_policy(self, trainer, policy_id: str, weights: Dict[str, Any]) -> None:
+        main = trainer.get_policy(self.settings.main)
         self._add_snapshot_policy(trainer, policy_id, main)
         trainer.get_policy(policy_id).set_weights(weights)
         trainer.workers.sync_weights(policies=[policy_id])
@@ -141,15 +181,21 @@ class LeagueCallbacks(DefaultCallbacks):
             raise ValueError("LeagueCallbacks: the checkpoint holds no league state (it was written without "
                              "LeagueCallbacks); restore it into a trainer without them")
         before = list(self.league.snapshots)
+        if self.league.best is not None:
+            before.append(self.settings.best_id)
         self.league.load_state(state["league"])
         self._seed = int(state["seed"])
-        for policy_id in before:  # snapshots made after that checkpoint
-            if policy_id not in self.league.snapshots:
+        self._candidate = None
+        frozen = list(self.league.snapshots)
+        if self.league.best is not None:
+            frozen.append(self.settings.best_id)
+        for policy_id in before:  # snapshots (or a best main) made after that checkpoint
+            if policy_id not in frozen:
                 trainer.remove_policy(policy_id, policy_mapping_fn=self.mapping(),
                                       policies_to_train=[self.settings.main])
         have = trainer.workers.local_worker().policy_map
         main = trainer.get_policy(self.settings.main)
-        for policy_id in self.league.snapshots:  # weights follow with the worker state
+        for policy_id in frozen:  # weights follow with the worker state
             if policy_id not in have:
                 self._add_snapshot_policy(trainer, policy_id, main)
         self._push_mapping(trainer)

@@ -5,24 +5,35 @@ Matchmaking (AlphaStar's PFSP, Vinyals et al. 2019, "hard" weighting):
 
 | opponent        | probability                                                             |
 | --------------- | ----------------------------------------------------------------------- |
-| main itself     | `self_play_prob` (1 while there is no snapshot)                         |
-| snapshot s      | `(1 - self_play_prob) * w(s) / sum(w)`, `w(s) = max(loss(s) ** p, floor)` |
+| main itself     | `self_play_prob` (`1 - random_prob` while there is no snapshot)         |
+| `random`        | `random_prob` (0 by default: no such member)                            |
+| snapshot s      | `(1 - self_play_prob - random_prob) * w(s) / sum(w)`, `w(s) = max(loss(s) ** p, floor)` |
 
 `loss(s)` is main's non-win rate against s, `1 - (wins + draws / 2) / games`; a snapshot
 not played yet has `w = 1` (the largest weight), so each new snapshot gets tried. The floor
 keeps every snapshot in play after main has learnt to beat it.
+
+The `random` member plays uniformly among the legal moves, at a fixed share whatever main's
+win rate against it: snapshots get stronger as main does, and self-play against them alone
+drifts away from punishing weak moves (main's win rate against a random player fell with
+longer training on connect four); a permanent weak member keeps that play in the games.
 
 State is plain JSON (`to_state` / `from_state`): it goes into trainer checkpoints as is.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 WIN, LOSS, DRAW = "win", "loss", "draw"
 OUTCOMES = (WIN, LOSS, DRAW)
+# The policy id of the uniformly random member (LeagueSettings.random_prob).
+RANDOM_MEMBER = "random"
+# The fewest games against the random member in an iteration for keep_best to judge it: the
+# win rate of fewer games is too noisy to rank (20 games: +/- 7 points at a 90 % rate).
+BEST_MIN_GAMES = 20
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,14 @@ class LeagueSettings:
         self_play_prob: the share of episodes played against main itself once snapshots exist.
         pfsp_p: the exponent p of the PFSP weighting `loss_rate ** p`.
         pfsp_floor: the least weight a snapshot gets (> 0: each stays in play).
+        random_prob: the share of episodes against a permanent member `"random"` that
+            picks uniformly among the legal moves (a frozen policy of main's class with all
+            weights 0: every logit is 0, so after action masking each legal move is as likely);
+            0: no such member. Keeps weak play in main's games (see the module docstring).
+        keep_best: keeps a frozen copy `<main>_best` of main's weights from the iteration
+            whose games against the random member main won most often (ties: the later
+            one), judged on training games (at least `BEST_MIN_GAMES` in the iteration);
+            needs `random_prob > 0`. The copy is never drawn as an opponent.
         seed: seeds each episode's opponent draw (with the episode id); None: the trainer's seed.
     """
 
@@ -47,6 +66,8 @@ class LeagueSettings:
     self_play_prob: float = 0.2
     pfsp_p: float = 2.0
     pfsp_floor: float = 0.05
+    random_prob: float = 0.0
+    keep_best: bool = False
     seed: Any = None
 
     def __post_init__(self):
@@ -60,12 +81,32 @@ class LeagueSettings:
             ("pfsp_p", _is_number(self.pfsp_p) and self.pfsp_p >= 0, "a number >= 0"),
             ("pfsp_floor", _is_number(self.pfsp_floor) and 0.0 < self.pfsp_floor <= 1.0,
              "a number in (0, 1]: a snapshot with weight 0 would never be tried again"),
+            ("random_prob", _is_number(self.random_prob) and 0.0 <= self.random_prob < 1.0
+             and _is_number(self.self_play_prob) and self.self_play_prob + self.random_prob < 1.0,
+             f"a number in [0, 1) with self_play_prob ({self.self_play_prob!r}) + random_prob below 1, "
+             "so that snapshots get played"),
+            ("main", self.main != RANDOM_MEMBER or self.random_prob == 0,
+             f"another id than {RANDOM_MEMBER!r} while random_prob > 0: that is the random member's id"),
+            ("keep_best", isinstance(self.keep_best, bool) and (not self.keep_best or self.random_prob > 0),
+             "a bool, True only with random_prob > 0: the best main is judged by its games against the "
+             "random member"),
             ("seed", self.seed is None or isinstance(self.seed, int), "an int or None"),
         )
         for name, ok, wanted in checks:
             if not ok:
                 raise ValueError(f"LeagueSettings.{name}: {getattr(self, name)!r} must be {wanted}")
         object.__setattr__(self, "seats", tuple(self.seats))
+
+    @property
+    def best_id(self) -> str:
+        """The policy id of the best main's frozen copy (`keep_best`)."""
+        return f"{self.main}_best"
+
+
+def _score(row: Dict[str, int]) -> float:
+    """`(wins + draws / 2) / games` of a `{"win", "loss", "draw"}` row; NaN without games."""
+    played = sum(row.values())
+    return (row.get(WIN, 0) + 0.5 * row.get(DRAW, 0)) / played if played else float("nan")
 
 
 def _is_number(x: Any) -> bool:
@@ -81,11 +122,14 @@ class League:
         snapshots: snapshot policy ids, oldest first.
         games: `{opponent id: {"win": n, "loss": n, "draw": n}}` from main's side; the
             opponent id is main's own for self-play games.
+        best: `{"win_rate", "games", "iteration"}` of the best main so far (`keep_best`):
+            its win rate against the random member in that iteration's games; None before.
     """
 
     settings: LeagueSettings
     snapshots: List[str] = field(default_factory=list)
     games: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    best: Optional[Dict[str, Any]] = None
 
     # --- snapshots and results ---------------------------------------------------------
     def next_snapshot_id(self) -> str:
@@ -112,9 +156,19 @@ class League:
 
     def win_rate(self, opponent: str) -> float:
         """Main's `(wins + draws / 2) / games` against `opponent`; NaN before any game."""
-        row = self.games.get(opponent)
-        played = sum(row.values()) if row else 0
-        return (row[WIN] + 0.5 * row[DRAW]) / played if played else float("nan")
+        return _score(self.games.get(opponent) or {})
+
+    def offer_best(self, row: Dict[str, int], iteration: int) -> bool:
+        """Whether the main that played `row` (one iteration's games against the random
+        member, `record`'s layout) is the best so far; if so it becomes `best`."""
+        played = int(sum(row.values()))
+        if played < BEST_MIN_GAMES:
+            return False
+        rate = _score(row)
+        if self.best is not None and rate < self.best["win_rate"]:
+            return False
+        self.best = {"win_rate": float(rate), "games": played, "iteration": int(iteration)}
+        return True
 
     def table(self) -> Dict[str, Dict[str, float]]:
         """The league table: `{opponent: {"win_rate", "games"}}` for each opponent played."""
@@ -125,11 +179,12 @@ class League:
     def probabilities(self) -> Dict[str, float]:
         """`{opponent: probability}` for the next episodes (see the module docstring)."""
         s = self.settings
+        random = {RANDOM_MEMBER: float(s.random_prob)} if s.random_prob > 0 else {}
         if not self.snapshots:
-            return {s.main: 1.0}
+            return {s.main: 1.0 - float(s.random_prob), **random}
         weights = np.array([self._pfsp_weight(opp) for opp in self.snapshots], dtype=np.float64)
-        shares = (1.0 - s.self_play_prob) * weights / weights.sum()
-        probs = {s.main: float(s.self_play_prob)}
+        shares = (1.0 - s.self_play_prob - s.random_prob) * weights / weights.sum()
+        probs = {s.main: float(s.self_play_prob), **random}
         probs.update({opp: float(p) for opp, p in zip(self.snapshots, shares)})
         return probs
 
@@ -141,8 +196,11 @@ class League:
 
     # --- state (JSON) ------------------------------------------------------------------
     def to_state(self) -> Dict[str, Any]:
-        return {"main": self.settings.main, "snapshots": list(self.snapshots),
-                "games": {opp: dict(row) for opp, row in self.games.items()}}
+        state = {"main": self.settings.main, "snapshots": list(self.snapshots),
+                 "games": {opp: dict(row) for opp, row in self.games.items()}}
+        if self.best is not None:
+            state["best"] = dict(self.best)
+        return state
 
     def load_state(self, state: Dict[str, Any]) -> None:
         """Takes `to_state()` output (snapshots and counts) of a league of the same main policy."""
@@ -152,3 +210,4 @@ class League:
         self.snapshots = [str(x) for x in state["snapshots"]]
         self.games = {}
         self.merge(state.get("games") or {})
+        self.best = dict(state["best"]) if state.get("best") is not None else None
