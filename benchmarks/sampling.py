@@ -22,7 +22,11 @@ ids (Gymnasium's and EnvPool's name, e.g. HalfCheetah-v4) as arguments:
 single process (the local worker samples), N >= 1 is N remote workers on a local Ray
 (one CPU each, `--envs` envs per worker, first value), all sampling in parallel:
 
-    python benchmarks/sampling.py --workers 0 1 2 [--envs 8] [--steps 40000] [--rounds 5]
+    python benchmarks/sampling.py --workers 0 1 2 [--envs 8] [--steps 40000] [--rounds 5] [--ceiling]
+
+With `--ceiling`, the same rounds also time the arithmetic ceiling's loop (below) in 1 and in N
+processes at once, no Ray: N of them against one is this machine's own N-core scaling, the most
+N remote workers can reach against one process.
 
 "CPU share" is the CPU time the busiest sampling process got per second of the run (1.0: a
 whole core): on a machine with other load, N workers reach N times one process only when
@@ -319,6 +323,49 @@ def make_worker_set(num_workers: int, num_envs: int, seed: int = 0, before: bool
     return workers
 
 
+def _loop_process(conn, num_envs: int, seed: int) -> None:
+    """A child process of `ProcessLoops`: runs its loop for the steps it is sent."""
+    loop = PlainLoopWithModel(num_envs, seed=seed)
+    conn.send("ready")
+    for steps in iter(conn.recv, None):
+        conn.send(loop.run(steps))
+
+
+class ProcessLoops:
+    """The machine's own scaling: `count` processes, each running the arithmetic ceiling
+    (`PlainLoopWithModel`, one core's worth of env steps and forward passes, no Ray, no
+    sampler), all started at once. N of them against one says what N cores of this machine give
+    when they run together (shared caches, the host's other tenants, clock limits): the most N
+    remote workers can reach."""
+
+    def __init__(self, count: int, num_envs: int):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # the parent has torch's thread pools: no fork
+        self.pipes, self.procs = [], []
+        for i in range(count):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_loop_process, args=(child, num_envs, 1000 * i), daemon=True)
+            proc.start()
+            self.pipes.append(parent)
+            self.procs.append(proc)
+        for pipe in self.pipes:
+            pipe.recv()
+
+    def rate(self, total_steps: int) -> float:
+        """Total env steps/s with the processes sharing `total_steps`."""
+        start = time.perf_counter()
+        for pipe in self.pipes:
+            pipe.send(-(-total_steps // len(self.pipes)))
+        steps = sum(pipe.recv()[0] for pipe in self.pipes)
+        return steps / (time.perf_counter() - start)
+
+    def stop(self) -> None:
+        for pipe, proc in zip(self.pipes, self.procs):
+            pipe.send(None)
+            proc.join(timeout=10)
+
+
 def worker_set_rate(workers, total_steps: int) -> Tuple[float, float]:
     """Total env steps/s of `synchronous_parallel_sample`, as in training, and the CPU share
     the busiest sampling process got meanwhile (1.0: a whole core; below it, the machine's
@@ -353,7 +400,8 @@ def main() -> None:
     parser.add_argument("--hiddens", type=int, nargs="+", default=None, metavar="H",
                         help="--envpool: the model's fcnet_hiddens (default: PPO's default model)")
     parser.add_argument("--ceiling", action="store_true",
-                        help="also the arithmetic ceiling: the plain loop plus the model's own forward passes")
+                        help="also the arithmetic ceiling: the plain loop plus the model's own forward passes; "
+                             "with --workers, that loop in N processes at once (the machine's own scaling)")
     args = parser.parse_args()
     if args.envpool is not None:
         for env_id in args.envpool or ["CartPole-v1"]:
@@ -372,13 +420,20 @@ def main() -> None:
             init_ray(num_cpus=sum(args.workers) * (2 if args.before else 1))
         sets = {name: make_worker_set(int(name.split()[0]), num_envs, before="before" in name)
                 for name in settings}
+        if args.ceiling:  # the ceiling loop in 1 and in each N processes, timed in the same rounds
+            for n in sorted({1, *(w for w in args.workers if w > 0)}):
+                settings.append(f"{n} x ceiling")
+                sets[settings[-1]] = ProcessLoops(n, num_envs)
         # Interleaved rounds: other load on the machine hits every setting alike. Each round's
         # rates are compared with the same round's single process.
         rates: dict = {name: [] for name in settings}
         shares: dict = {name: [] for name in settings}
         for _ in range(args.rounds):
             for n, workers in sets.items():
-                rate, share = worker_set_rate(workers, args.steps)
+                if isinstance(workers, ProcessLoops):
+                    rate, share = workers.rate(args.steps), float("nan")
+                else:
+                    rate, share = worker_set_rate(workers, args.steps)
                 rates[n].append(rate)
                 shares[n].append(share)
         for workers in sets.values():
@@ -389,6 +444,8 @@ def main() -> None:
               "vs single process (min-max)")
         single = rates.get("0")
         for n in settings:
+            if "ceiling" in n:  # against one process of the same loop
+                single = rates["1 x ceiling"]
             if single:
                 ratios = [r / s for r, s in zip(rates[n], single)]
                 ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
@@ -396,6 +453,12 @@ def main() -> None:
                 ratio = "-"
             print(f"{n:>17} | {num_envs * max(1, int(n.split()[0])):>10} | {statistics.median(rates[n]):>11,.0f} | "
                   f"{statistics.median(shares[n]):>9.2f} | {ratio}")
+        if args.ceiling and "0" in rates:  # each round's N-worker scaling over the machine's own
+            for n in (w for w in args.workers if w > 0):
+                of = [(w / s) / (c / c1) for w, s, c, c1 in
+                      zip(rates[str(n)], rates["0"], rates[f"{n} x ceiling"], rates["1 x ceiling"])]
+                print(f"{n} workers' scaling / the machine's {n}-process scaling: {statistics.median(of):.2f} "
+                      f"({min(of):.2f}-{max(of):.2f})")
         return
     print(f"median of {args.rounds} interleaved rounds of {args.steps} steps each; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
