@@ -96,15 +96,16 @@ def vs_random(trainer, args, policy_id: str = "main") -> dict:
 
 def losses_vs_random(trainer, args, policy_id: str = "main") -> dict:
     """Why greedy `policy_id` lost its games against the random player: `{reason: count}`
-    (`loss_reason`, judged at its last move), and the first lost games' moves to replay."""
+    (`loss_reason`, judged at its last move), `{seat: count}`, and the first lost games' moves."""
     lost = []
     play_games(connect_four_v3.env, policy_player(trainer, policy_id), random_legal_player(args.seed),
                args.eval_games, seed=args.seed, lost=lost)
-    reasons = {}
+    reasons, seats = {}, {}
     for game in lost:
         reason = loss_reason(game["moves"], 0 if game["seat"] == "player_0" else 1)
         reasons[reason] = reasons.get(reason, 0) + 1
-    return {"reasons": reasons, "first_games": lost[:3]}
+        seats[game["seat"]] = seats.get(game["seat"], 0) + 1
+    return {"reasons": reasons, "seats": seats, "first_games": lost[:3]}
 
 
 def vs_heuristic(trainer, args, policy_id: str = "main") -> dict:
