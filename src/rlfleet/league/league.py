@@ -28,7 +28,7 @@ State is plain JSON (`to_state` / `from_state`): it goes into trainer checkpoint
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -76,7 +76,8 @@ class LeagueSettings:
     pfsp_floor: float = 0.05
     random_prob: float = 0.0
     keep_best: bool = False
-    fixed_members: Any = ()
+    # A dict is accepted and stored as (id, share) pairs: the settings stay frozen and hashable.
+    fixed_members: Union[Mapping[str, float], Tuple[Tuple[str, float], ...]] = ()
     seed: Any = None
 
     def __post_init__(self):
@@ -135,7 +136,7 @@ def _score(row: Dict[str, int]) -> float:
 def _fixed_pairs(members: Any) -> Optional[Tuple[Tuple[str, float], ...]]:
     """`fixed_members` (a dict or pairs) as a tuple of `(policy id, share)`; None if malformed."""
     try:
-        pairs = tuple((pid, share) for pid, share in (members.items() if isinstance(members, dict) else members))
+        pairs = tuple((pid, share) for pid, share in (members.items() if isinstance(members, Mapping) else members))
     except (TypeError, ValueError):
         return None
     if any(not (isinstance(pid, str) and pid) or not _is_number(share) for pid, share in pairs):
