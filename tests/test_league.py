@@ -385,7 +385,117 @@ def test_the_example_settings_build_a_league_trainer(tmp_path):
         assert isinstance(trainer.callbacks, ConnectFourLeague)
         assert trainer.config["lambda"] == 0.95 and trainer.config["entropy_coeff_schedule"][-1] == [400_000, 0.0]
         assert trainer.workers.local_worker().policies_to_train == ["main"]
-        assert trainer.callbacks.settings.random_prob == 0.5 and trainer.callbacks.settings.keep_best
-        assert "random" in trainer.workers.local_worker().policy_map
+        settings = trainer.callbacks.settings
+        assert settings.random_prob == 0.3 and settings.keep_best and settings.fixed_shares == {"heuristic": 0.3}
+        assert {"random", "heuristic"} <= set(trainer.workers.local_worker().policy_map)
     finally:
         trainer.stop()
+
+
+# --------------------------------------------------------------------------------------
+# Fixed members and the scripted connect four player
+# --------------------------------------------------------------------------------------
+def test_fixed_members_keep_their_shares_and_bad_ones_name_the_key():
+    league = _league(self_play_prob=0.2, random_prob=0.25, fixed_members={"heuristic": 0.15})
+    probs = league.probabilities()
+    plain = _league(self_play_prob=0.2).probabilities()
+    assert probs["heuristic"] == pytest.approx(0.15) and probs["random"] == pytest.approx(0.25)
+    for sid in ("main_v1", "main_v2", "main_v3", "main_v4"):  # PFSP over the rest: 0.4 of 0.8
+        assert probs[sid] == pytest.approx(plain[sid] * 0.4 / 0.8)
+    assert sum(probs.values()) == pytest.approx(1.0)
+    assert League(LeagueSettings(fixed_members={"a": 0.1, "b": 0.2})).probabilities() == pytest.approx(
+        {"main": 0.7, "a": 0.1, "b": 0.2})
+    settings = LeagueSettings(fixed_members={"heuristic": 0.3})
+    assert settings.fixed_shares == {"heuristic": 0.3} and hash(settings)  # frozen: stored as pairs
+    for bad in ({"main": 0.1}, {"random": 0.1}, {"main_v2": 0.1}, {"h": 0.0}, {"h": "0.1"}, "heuristic"):
+        with pytest.raises(ValueError, match="fixed_members: .* must be a dict \\{policy id: share\\}"):
+            LeagueSettings(fixed_members=bad)
+    with pytest.raises(ValueError, match="random_prob: 0.5 .*fixed_members' shares, 0.4"):
+        LeagueSettings(self_play_prob=0.2, random_prob=0.5, fixed_members={"h": 0.4})
+
+
+def _board(mine=(), theirs=()):
+    """A (6, 7, 2) connect four observation with pieces at (row, column); row 5 is the bottom."""
+    board = np.zeros((6, 7, 2), np.int8)
+    for plane, cells in ((0, mine), (1, theirs)):
+        for r, c in cells:
+            board[r, c, plane] = 1
+    return board
+
+
+def test_the_heuristic_wins_when_it_can_blocks_when_it_must_and_is_random_otherwise():
+    from rlfleet.league.connect_four import heuristic_move
+
+    rng = np.random.default_rng(0)
+    legal = np.ones(7, np.int8)
+    # Its own horizontal three on the bottom row and the opponent's vertical three: it wins.
+    both = _board(mine=[(5, 1), (5, 2), (5, 3)], theirs=[(5, 6), (4, 6), (3, 6)])
+    assert {heuristic_move(both, legal, rng) for _ in range(20)} <= {0, 4}
+    # Only the opponent's three (a diagonal whose fourth cell is playable now): it blocks.
+    diagonal = _board(mine=[(5, 1), (5, 2), (4, 2), (5, 3), (4, 3), (5, 5)],
+                      theirs=[(5, 0), (4, 1), (3, 2), (3, 3), (4, 4), (5, 4)])
+    assert heuristic_move(diagonal, legal, rng) == 3
+    # A column's landing cell, not its top: the vertical three in column 6 is blocked at row 2.
+    assert heuristic_move(_board(theirs=[(5, 6), (4, 6), (3, 6)]), legal, rng) == 6
+    # Nothing to win or block: uniform over the legal columns only.
+    moves = np.bincount([heuristic_move(_board(), np.array([0, 1, 1, 1, 1, 1, 1]), rng) for _ in range(600)],
+                        minlength=7)
+    assert moves[0] == 0 and moves[1:].min() >= 60
+
+
+def test_loss_reasons_and_lost_games_replay():
+    from rlfleet.league.connect_four import heuristic_player, loss_reason
+    from rlfleet.league.matches import play_games, random_legal_player
+
+    # Seat 0 stacks column 0 and seat 1 column 1: seat 1 never blocks, seat 0 wins on its fourth.
+    assert loss_reason([0, 1, 0, 1, 0, 1, 0], seat=1) == "missed a block"
+    # Seat 1 had three in column 1 at its last move and played elsewhere.
+    assert loss_reason([0, 1, 0, 1, 0, 1, 2, 3, 0], seat=1) == "missed a win"
+    # Seat 1 holds three on the bottom row with both ends open: no move of seat 0 saves it.
+    assert loss_reason([6, 2, 6, 3, 0, 4, 0, 5], seat=0) == "double threat"
+    # Seat 0's three on row 4 waits on (4, 3); seat 1 drops into column 3 beneath it.
+    assert loss_reason([1, 0, 0, 2, 2, 6, 1, 6, 5, 3, 3], seat=1) == "opened a win"
+    lost = []
+    counts = play_games(connect_four_v3.env, random_legal_player(3), heuristic_player(4), 30, lost=lost)
+    assert len(lost) == counts["loss"] > 0
+    for game in lost:
+        assert game["seat"] == ("player_0" if game["game"] % 2 == 0 else "player_1")
+        loss_reason(game["moves"], game["game"] % 2)  # a replayable game
+
+
+def test_a_scripted_fixed_member_plays_its_share_from_the_policy_map_and_never_trains(tmp_path):
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.env.registry import register_env
+    from rlfleet.league.connect_four import ConnectFourHeuristicPolicy
+    from rlfleet.policy.policy_spec import PolicySpec
+
+    register_env("league_connect_four", CountingConnectFour.make)
+    league = functools.partial(LeagueCallbacks, LeagueSettings(snapshot_every=1, fixed_members={"heuristic": 0.5}))
+    policies = {"main": PolicySpec(), "heuristic": PolicySpec(policy_class=ConnectFourHeuristicPolicy)}
+    multiagent = {"policies": policies, "policies_to_train": ["main"], "policy_map_capacity": 2,
+                  "policy_mapping_fn": lambda agent_id, *args, **kwargs: "main"}
+    trainer = PPOTrainer(env="league_connect_four", config=_config(callbacks=league, multiagent=multiagent),
+                         logdir=str(tmp_path / "run"))
+    try:
+        results = [trainer.train() for _ in range(2)]
+        row = results[-1]["league"]["heuristic"]
+        assert row["prob"] == pytest.approx(0.5) and row["games"] > 0
+        # A barely trained main against a player that never misses a win (seeded).
+        assert row["win_rate"] < 0.3
+        assert trainer.get_policy("heuristic").get_weights() == {}
+        # Through the trainer's preprocessor (the flattened Dict): it blocks the vertical three.
+        env = connect_four_v3.env()
+        env.reset(seed=0)
+        for column in (0, 6, 1, 6, 2, 6):
+            env.step(column)
+        obs = env.observe(env.agent_selection)  # player_0 to move: it wins in column 3
+        assert trainer.compute_single_action(obs, policy_id="heuristic") == 3
+        env.step(5)
+        obs = env.observe(env.agent_selection)  # player_1: it wins in column 6 (its fourth)
+        assert trainer.compute_single_action(obs, policy_id="heuristic") == 6
+    finally:
+        trainer.stop()
+    del multiagent["policies"]["heuristic"]
+    with pytest.raises(ValueError, match="fixed_members \\['heuristic'\\] are not in 'multiagent.policies'"):
+        PPOTrainer(env="league_connect_four", config=_config(callbacks=league, multiagent=multiagent),
+                   logdir=str(tmp_path / "refused"))

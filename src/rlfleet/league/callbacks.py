@@ -21,6 +21,8 @@ Where each step runs:
   TensorBoard as `league/<opponent>/win_rate` and so on);
 - driver, `on_trainer_init`: with `random_prob > 0`, adds the uniformly random member
   `"random"` (main's policy class, every weight 0, never trained);
+- `fixed_members`: policies the config already holds (e.g. the scripted connect four player,
+  league/connect_four.py), each drawn for its fixed share of the episodes;
 - driver, `on_train_result` with `keep_best`: the weights main played an iteration's games
   with become `<main>_best` when it won the most of them against the random member so far
   (`result["league_best"]`: `{"win_rate", "games", "iteration"}`);
@@ -78,6 +80,10 @@ class LeagueCallbacks(DefaultCallbacks):
         if list(local.policies_to_train) != [main]:
             raise ValueError(f"LeagueCallbacks: 'multiagent.policies_to_train' is {list(local.policies_to_train)}; "
                              f"set it to [{main!r}]: only main trains, snapshots stay frozen")
+        missing = [pid for pid in self.settings.fixed_shares if pid not in local.policy_map]
+        if missing:
+            raise ValueError(f"LeagueCallbacks: fixed_members {missing} are not in 'multiagent.policies' "
+                             f"({sorted(local.policy_map)}); add them (e.g. a PolicySpec of a scripted policy)")
         seed = self.settings.seed if self.settings.seed is not None else trainer.config.get("seed")
         self._seed = derive_seed(seed, "league") if seed is not None else secrets.randbits(63)
         if self.settings.random_prob > 0 and RANDOM_MEMBER not in local.policy_map:

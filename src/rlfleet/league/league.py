@@ -5,9 +5,12 @@ Matchmaking (AlphaStar's PFSP, Vinyals et al. 2019, "hard" weighting):
 
 | opponent        | probability                                                             |
 | --------------- | ----------------------------------------------------------------------- |
-| main itself     | `self_play_prob` (`1 - random_prob` while there is no snapshot)         |
+| main itself     | `self_play_prob` (`1 - random_prob - fixed` while there is no snapshot) |
 | `random`        | `random_prob` (0 by default: no such member)                            |
-| snapshot s      | `(1 - self_play_prob - random_prob) * w(s) / sum(w)`, `w(s) = max(loss(s) ** p, floor)` |
+| fixed member f  | `fixed_members[f]` (none by default)                                    |
+| snapshot s      | `(1 - self_play_prob - random_prob - fixed) * w(s) / sum(w)`, `w(s) = max(loss(s) ** p, floor)` |
+
+(`fixed`: the sum of `fixed_members`' shares.)
 
 `loss(s)` is main's non-win rate against s, `1 - (wins + draws / 2) / games`; a snapshot
 not played yet has `w = 1` (the largest weight), so each new snapshot gets tried. The floor
@@ -17,13 +20,15 @@ The `random` member plays uniformly among the legal moves, at a fixed share what
 win rate against it: snapshots get stronger as main does, and self-play against them alone
 drifts away from punishing weak moves (main's win rate against a random player fell with
 longer training on connect four); a permanent weak member keeps that play in the games.
+`fixed_members` are other permanent members the user puts in the policy map (e.g. a scripted
+player, league/connect_four.py), each at its own fixed share.
 
 State is plain JSON (`to_state` / `from_state`): it goes into trainer checkpoints as is.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -57,6 +62,9 @@ class LeagueSettings:
             whose games against the random member main won most often (ties: the later
             one), judged on training games (at least `BEST_MIN_GAMES` in the iteration);
             needs `random_prob > 0`. The copy is never drawn as an opponent.
+        fixed_members: `{policy id: share}` of permanent opponents that are already in
+            `multiagent.policies` (e.g. a scripted player), each drawn for that share of the
+            episodes whatever main's win rate against it; never trained or replaced.
         seed: seeds each episode's opponent draw (with the episode id); None: the trainer's seed.
     """
 
@@ -68,10 +76,20 @@ class LeagueSettings:
     pfsp_floor: float = 0.05
     random_prob: float = 0.0
     keep_best: bool = False
+    # A dict is accepted and stored as (id, share) pairs: the settings stay frozen and hashable.
+    fixed_members: Union[Mapping[str, float], Tuple[Tuple[str, float], ...]] = ()
     seed: Any = None
 
     def __post_init__(self):
+        fixed = _fixed_pairs(self.fixed_members)
+        taken = {self.main, RANDOM_MEMBER, self.best_id} if isinstance(self.main, str) else set()
+        fixed_total = sum(share for _, share in fixed or ())
         checks = (
+            ("fixed_members", fixed is not None and all(0.0 < share < 1.0 for _, share in fixed)
+             and not taken & {pid for pid, _ in fixed}
+             and not any(pid.startswith(f"{self.main}_v") for pid, _ in fixed),
+             f"a dict {{policy id: share}} with shares in (0, 1), ids other than {sorted(taken)} and "
+             f"'{self.main}_v<k>' (the league's own members), e.g. {{'heuristic': 0.25}}"),
             ("main", isinstance(self.main, str) and self.main, "a non-empty policy id (str)"),
             ("seats", isinstance(self.seats, (tuple, list)) and len(self.seats) == 2
              and self.seats[0] != self.seats[1], "two different agent ids, e.g. ('player_0', 'player_1')"),
@@ -82,9 +100,9 @@ class LeagueSettings:
             ("pfsp_floor", _is_number(self.pfsp_floor) and 0.0 < self.pfsp_floor <= 1.0,
              "a number in (0, 1]: a snapshot with weight 0 would never be tried again"),
             ("random_prob", _is_number(self.random_prob) and 0.0 <= self.random_prob < 1.0
-             and _is_number(self.self_play_prob) and self.self_play_prob + self.random_prob < 1.0,
-             f"a number in [0, 1) with self_play_prob ({self.self_play_prob!r}) + random_prob below 1, "
-             "so that snapshots get played"),
+             and _is_number(self.self_play_prob) and self.self_play_prob + self.random_prob + fixed_total < 1.0,
+             f"a number in [0, 1) with self_play_prob ({self.self_play_prob!r}) + random_prob below 1 "
+             f"(after the fixed_members' shares, {fixed_total!r}), so that snapshots get played"),
             ("main", self.main != RANDOM_MEMBER or self.random_prob == 0,
              f"another id than {RANDOM_MEMBER!r} while random_prob > 0: that is the random member's id"),
             ("keep_best", isinstance(self.keep_best, bool) and (not self.keep_best or self.random_prob > 0),
@@ -96,6 +114,12 @@ class LeagueSettings:
             if not ok:
                 raise ValueError(f"LeagueSettings.{name}: {getattr(self, name)!r} must be {wanted}")
         object.__setattr__(self, "seats", tuple(self.seats))
+        object.__setattr__(self, "fixed_members", fixed)
+
+    @property
+    def fixed_shares(self) -> Dict[str, float]:
+        """`{policy id: share}` of the fixed members."""
+        return dict(self.fixed_members)
 
     @property
     def best_id(self) -> str:
@@ -107,6 +131,19 @@ def _score(row: Dict[str, int]) -> float:
     """`(wins + draws / 2) / games` of a `{"win", "loss", "draw"}` row; NaN without games."""
     played = sum(row.values())
     return (row.get(WIN, 0) + 0.5 * row.get(DRAW, 0)) / played if played else float("nan")
+
+
+def _fixed_pairs(members: Any) -> Optional[Tuple[Tuple[str, float], ...]]:
+    """`fixed_members` (a dict or pairs) as a tuple of `(policy id, share)`; None if malformed."""
+    try:
+        pairs = tuple((pid, share) for pid, share in (members.items() if isinstance(members, Mapping) else members))
+    except (TypeError, ValueError):
+        return None
+    if any(not (isinstance(pid, str) and pid) or not _is_number(share) for pid, share in pairs):
+        return None
+    if len({pid for pid, _ in pairs}) != len(pairs):
+        return None
+    return tuple((pid, float(share)) for pid, share in pairs)
 
 
 def _is_number(x: Any) -> bool:
@@ -179,12 +216,14 @@ class League:
     def probabilities(self) -> Dict[str, float]:
         """`{opponent: probability}` for the next episodes (see the module docstring)."""
         s = self.settings
-        random = {RANDOM_MEMBER: float(s.random_prob)} if s.random_prob > 0 else {}
+        fixed = {RANDOM_MEMBER: float(s.random_prob)} if s.random_prob > 0 else {}
+        fixed.update(s.fixed_shares)
+        fixed_total = sum(fixed.values())
         if not self.snapshots:
-            return {s.main: 1.0 - float(s.random_prob), **random}
+            return {s.main: 1.0 - fixed_total, **fixed}
         weights = np.array([self._pfsp_weight(opp) for opp in self.snapshots], dtype=np.float64)
-        shares = (1.0 - s.self_play_prob - s.random_prob) * weights / weights.sum()
-        probs = {s.main: float(s.self_play_prob), **random}
+        shares = (1.0 - s.self_play_prob - fixed_total) * weights / weights.sum()
+        probs = {s.main: float(s.self_play_prob), **fixed}
         probs.update({opp: float(p) for opp, p in zip(self.snapshots, shares)})
         return probs
 

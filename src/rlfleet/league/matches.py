@@ -8,7 +8,7 @@ against the mover).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -32,8 +32,12 @@ def policy_player(trainer, policy_id: str, *, explore: bool = False) -> Player:
 
 
 def play_games(make_env: Callable[[], Any], player: Player, opponent: Player, games: int,
-               seed: int = 0) -> Dict[str, int]:
+               seed: int = 0, lost: Optional[List[Dict[str, Any]]] = None) -> Dict[str, int]:
     """Plays `games` games of `player` against `opponent` in `make_env()` (an AECEnv).
+
+    Args:
+        lost: if a list, each game `player` lost is appended to it as `{"game", "seat",
+            "moves"}` (its index, `player`'s agent id, every move in order), to replay.
 
     Returns:
         `{"win", "loss", "draw"}` counted from `player`'s side, and `"illegal"`: `player`'s
@@ -46,6 +50,7 @@ def play_games(make_env: Callable[[], Any], player: Player, opponent: Player, ga
         seats = list(env.possible_agents)
         mine = seats[game % 2]
         returns = {a: 0.0 for a in seats}
+        moves: List[Any] = []
         for agent in env.agent_iter():
             observation, reward, terminated, truncated, _ = env.last()
             returns[agent] += float(reward)  # what the agent got since its last turn
@@ -55,9 +60,12 @@ def play_games(make_env: Callable[[], Any], player: Player, opponent: Player, ga
             action = (player if agent == mine else opponent)(observation)
             if agent == mine and not observation["action_mask"][action]:
                 counts["illegal"] += 1
+            moves.append(int(action))
             env.step(action)
         mine_r = returns[mine]
         theirs_r = sum(r for a, r in returns.items() if a != mine)
         counts["win" if mine_r > theirs_r else "loss" if mine_r < theirs_r else "draw"] += 1
+        if lost is not None and mine_r < theirs_r:
+            lost.append({"game": game, "seat": mine, "moves": moves})
     env.close()
     return counts
