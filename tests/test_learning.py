@@ -68,6 +68,7 @@ LONG_EXAMPLES: Dict[str, str] = {
                                              "shows RNNSAC learning a memory task",
     "qmix/simple-spread-qmix.yaml": "mpe2 (~25k steps of episodes); qmix/two-step-qmix.yaml stays",
     "maddpg/simple-spread-maddpg-long.yaml": "mpe2 (~35k steps, 3 min); maddpg/match-target-maddpg.yaml stays",
+    "qmix/simple-spread-vdn-long.yaml": "mpe2 (~55k steps of episodes, ~70 s); qmix/two-step-qmix.yaml stays",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES

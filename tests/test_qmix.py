@@ -296,3 +296,21 @@ def test_the_targets_hold_still_between_refreshes_every_target_network_update_fr
         assert refreshes == 3 and moved.count(True) == 3 and moved.count(False) == 5, moved
     finally:
         trainer.stop()
+
+
+@pytest.mark.parametrize("mixer, mixer_class", [("vdn", VDNMixer), (None, type(None))])
+def test_the_long_spread_examples_two_arms_build_from_one_file_and_explore_down_to_0_01(mixer, mixer_class, tmp_path):
+    """docs/guides/qmix.md's 3-seed comparison runs tuned_examples/qmix/simple-spread-vdn-long.yaml
+    as VDN and, with `mixer: None`, as independent learners (benchmarks/mpe_spread.py --set
+    mixer=null): both arms build from the file, and both act at epsilon 0.01 after 25k steps,
+    the setting under which VDN's greedy team came out ahead on all three seeds."""
+    pytest.importorskip("mpe2")
+    example = load_tuned_example("qmix/simple-spread-vdn-long.yaml")
+    trainer = QMIXTrainer(env=example.env, config=dict(example.config, mixer=mixer), logdir=str(tmp_path))
+    try:
+        policy = trainer.get_policy()
+        assert isinstance(policy.model.mixer, mixer_class)
+        epsilon = policy.exploration.epsilon_schedule
+        assert epsilon(0) == 1.0 and epsilon(25000) == pytest.approx(0.01) == epsilon(100000)
+    finally:
+        trainer.stop()
