@@ -452,11 +452,15 @@ class MultiAgentSampler:
             if step is not None:
                 step[_REWARD] += float(clipper(np.float64(r))) if clipper is not None else r
         if over or (len(mapped) - len(ep.rows) > 1 and _first_rows(ep)):
-            # The agents in the order of the sets they always came in (their first closes
-            # make `ep.rows`' order, hence the batches').
-            agents = set(seen) | {a for a in terminateds if a != ALL} | {a for a in truncateds if a != ALL}
+            # Their first closes make `ep.rows`' order, hence the batches': so the agents go in
+            # the order the env's dicts give them, never a set's (a set of string ids iterates
+            # in an order that changes with PYTHONHASHSEED, so a seeded run would not repeat
+            # from one process to the next).
+            agents = dict.fromkeys(seen)
+            agents.update((a, None) for a in terminateds if a != ALL)
+            agents.update((a, None) for a in truncateds if a != ALL)
             if over:
-                agents |= set(open_)
+                agents.update(dict.fromkeys(open_))
         else:  # at most one agent's first row: any order makes the same rows
             agents = seen.keys() | terminateds.keys() | truncateds.keys()
             agents.discard(ALL)
