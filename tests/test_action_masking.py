@@ -180,3 +180,75 @@ def test_self_play_on_connect_four_makes_no_illegal_move(trainer_cls):
         assert CountingConnectFour.illegal == 0
     finally:
         trainer.stop()
+
+
+class BoardWithMaskEnv(gym.Env):
+    """A 3 x 4 board of two planes beside a mask: the legal moves are the columns whose top
+    cell is empty in both planes; reward 1 for a legal move."""
+
+    def __init__(self, config=None):
+        self.extra = bool((config or {}).get("extra"))
+        spaces = {"board": gym.spaces.Box(0, 1, (3, 4, 2), np.float32),
+                  "action_mask": gym.spaces.Box(0, 1, (4,), np.int8)}
+        if self.extra:
+            spaces["turn"] = gym.spaces.Discrete(2)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = gym.spaces.Discrete(4)
+        self.illegal = 0
+
+    def _obs(self):
+        mask = (self.board[0].sum(-1) == 0).astype(np.int8)
+        obs = {"board": self.board.copy(), "action_mask": mask}
+        if self.extra:
+            obs["turn"] = 0
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.board = self.np_random.integers(0, 2, (3, 4, 2)).astype(np.float32)
+        self.board[0, self.np_random.integers(4)] = 0  # one legal column at least
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        legal = bool(self._obs()["action_mask"][action])
+        self.illegal += not legal
+        self.board = self.np_random.integers(0, 2, (3, 4, 2)).astype(np.float32)
+        self.board[0, self.np_random.integers(4)] = 0
+        self.t += 1
+        return self._obs(), float(legal), False, self.t >= 10, {}
+
+
+@pytest.mark.parametrize("trainer_cls", [PPOTrainer, DQNTrainer], ids=["PPO", "DQN"])
+def test_a_board_beside_the_mask_reaches_conv_filters_in_its_shape(trainer_cls):
+    filters = [[16, [3, 4], 1]]  # one "valid" layer: its input is the board, unpadded
+    config = {"seed": 0, "model": {"conv_filters": filters}, "rollout_fragment_length": 50,
+              "train_batch_size": 100}
+    if trainer_cls is DQNTrainer:
+        config.update(learning_starts=50, timesteps_per_iteration=100, min_iter_time_s=0, train_batch_size=32)
+    else:
+        config.update(sgd_minibatch_size=50, num_sgd_iter=1)
+    trainer = trainer_cls(env=BoardWithMaskEnv, config=config)
+    try:
+        model = trainer.get_policy().model
+        convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert convs and convs[0].in_channels == 2  # the board's planes are the channels
+        seen = []
+        hook = convs[0].register_forward_hook(lambda module, inputs, out: seen.append(inputs[0]))
+        env = BoardWithMaskEnv()
+        obs, _ = env.reset(seed=1)
+        trainer.compute_single_action(obs, explore=False)
+        hook.remove()
+        # the conv got the board itself ([C, H, W] of the [H, W, C] entry), not the mask
+        expected = torch.as_tensor(obs["board"]).permute(2, 0, 1)
+        assert torch.equal(seen[0][0], expected)
+        trainer.train()
+        assert _illegal_moves(trainer, 300) == 0
+    finally:
+        trainer.stop()
+
+
+def test_conv_filters_beside_a_mask_and_two_other_entries_is_refused():
+    with pytest.raises(ValueError, match="conv_filters.*beside an action mask, one"):
+        PPOTrainer(env=BoardWithMaskEnv, config={"env_config": {"extra": True},
+                                                 "model": {"conv_filters": [[8, [2, 2], 1]]}})

@@ -9,14 +9,20 @@ def check_models_fit_spaces(worker: Any) -> None:
     """`model.conv_filters` needs image observations: on a flat one the built-in models would
     silently ignore it (the reference did), so say so."""
     def check(policy: Any, pid: str) -> None:
+        if getattr(policy, "model", None) is None:  # a scripted policy builds no model
+            return
         model_config = (getattr(policy, "config", None) or {}).get("model") or {}
         shape = getattr(getattr(policy, "observation_space", None), "shape", None)
+        model = policy.model
+        layout = getattr(model, "layout", None) or getattr(model, "mask_layout", None)  # PG family / DQN
+        if layout is not None:  # an action mask: the model sees the rest (an image when it is one)
+            shape = layout.rest_space.shape
         if model_config.get("conv_filters") and not model_config.get("custom_model") \
                 and shape is not None and len(shape) not in (2, 3):
             raise ValueError(
                 f"'model.conv_filters': {model_config['conv_filters']!r} is set, but policy {pid!r} sees "
                 f"observations of shape {tuple(shape)}, not images ([H, W] or [H, W, C]); remove "
-                "conv_filters (a fully connected net is used, see fcnet_hiddens) or give image observations")
+                "conv_filters (a fully connected net is used, see fcnet_hiddens) or give image observations (beside an action mask, one [H, W] or [H, W, C] entry)")
 
     worker.foreach_policy(check)
 

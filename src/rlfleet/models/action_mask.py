@@ -31,9 +31,11 @@ class MaskLayout:
         obs_space: the flattened Box (with `original_space`, the Dict).
         action_space: Discrete or MultiDiscrete.
         key: the mask's key in the Dict.
+        conv_filters: `model.conv_filters`; when set and the rest is one 2-D or 3-D Box, the
+            model sees the rest in that Box's shape (else as a flat vector).
     """
 
-    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, key: str):
+    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, key: str, conv_filters=None):
         original = obs_space.original_space
         columns = DictFlatteningPreprocessor(original).column_slices()
         self.mask = columns[key]
@@ -56,12 +58,23 @@ class MaskLayout:
         self.rest_index = np.flatnonzero(rest)
         low = np.asarray(obs_space.low, np.float32).reshape(-1)[self.rest_index]
         high = np.asarray(obs_space.high, np.float32).reshape(-1)[self.rest_index]
-        self.rest_space = gym.spaces.Box(low, high, dtype=np.float32)
+        # One image-like entry beside the mask (connect four's [6, 7, 2] board) keeps its shape
+        # when a conv net is asked for, so `conv_filters` see rows and columns, not a vector.
+        others = [space for name, space in original.spaces.items() if name != key]
+        self.rest_shape = (len(self.rest_index),)
+        if (len(others) == 1 and isinstance(others[0], gym.spaces.Box) and len(others[0].shape) in (2, 3)
+                and conv_filters):
+            self.rest_shape = tuple(int(n) for n in others[0].shape)
+        self.rest_space = gym.spaces.Box(low.reshape(self.rest_shape), high.reshape(self.rest_shape),
+                                         dtype=np.float32)
 
     def split(self, obs: torch.Tensor, rest_index: torch.Tensor):
-        """`(rest [B, D - M], mask [B, M])` of a batch of flattened observations."""
+        """`(rest [B, *rest_shape], mask [B, M])` of a batch of flattened observations."""
         flat = obs.reshape(obs.shape[0], -1).float()
-        return flat.index_select(1, rest_index), flat[:, self.mask]
+        rest = flat.index_select(1, rest_index)
+        if len(self.rest_shape) > 1:
+            rest = rest.reshape(obs.shape[0], *self.rest_shape)
+        return rest, flat[:, self.mask]
 
     def apply(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """`values` ([B, choices]: logits or Q-values) with the illegal entries at FLOAT_MIN."""
@@ -79,7 +92,7 @@ def mask_layout(obs_space: gym.Space, action_space: gym.Space, model_config: dic
     key = model_config.get("action_mask_key") or "action_mask"
     if not isinstance(original, gym.spaces.Dict) or key not in original.spaces:
         return None
-    return MaskLayout(obs_space, action_space, key)
+    return MaskLayout(obs_space, action_space, key, model_config.get("conv_filters"))
 
 
 class ActionMaskModel(TorchModel):
