@@ -83,7 +83,11 @@ def config(seed: int, **league_settings) -> dict:
         # 500k, main lost more often to the random player (docs/guides/ars-and-league-tuning.md).
         "entropy_coeff": 0.01,
         "entropy_coeff_schedule": [[0, 0.01], [400_000, 0.0]],
-        "model": {"fcnet_hiddens": [256, 256]},
+        # The board as a [6, 7, 2] image beside the mask: 3x3 convolutions see a line of stones
+        # wherever it lies, where a dense net on the flat board has to learn each place anew
+        # (seed 2 at 400k steps: 93.5 % against random with fcnet_hiddens [256, 256]).
+        # One tower for the policy and the value halves the time an iteration takes.
+        "model": {"conv_filters": [[32, [3, 3], 1], [32, [3, 3], 1], [256, [6, 7], 1]], "vf_share_layers": True},
     }
 
 

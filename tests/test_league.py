@@ -8,6 +8,7 @@ import functools
 
 import numpy as np
 import pytest
+import torch
 
 from rlfleet.league import League, LeagueCallbacks, LeagueMapping, LeagueSettings
 from tests.helpers import read_tb_scalars
@@ -373,7 +374,7 @@ def test_games_on_remote_workers_reach_the_table_and_snapshots_reach_the_workers
 
 
 def test_the_example_settings_build_a_league_trainer(tmp_path):
-    # examples/league_connect_four.py's settings (measured in docs/guides/ars-and-league-tuning.md)
+    # examples/league_connect_four.py's settings (measured in docs/guides/league.md)
     # are valid keys of a PPO league trainer.
     from examples.league_connect_four import ConnectFourLeague, config
     from rlfleet.algorithms.ppo import PPOTrainer
@@ -388,6 +389,8 @@ def test_the_example_settings_build_a_league_trainer(tmp_path):
         settings = trainer.callbacks.settings
         assert settings.random_prob == 0.3 and settings.keep_best and settings.fixed_shares == {"heuristic": 0.3}
         assert {"random", "heuristic"} <= set(trainer.workers.local_worker().policy_map)
+        convs = [m for m in trainer.get_policy("main").model.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert convs and convs[0].in_channels == 2  # the [6, 7, 2] board, seen as an image
     finally:
         trainer.stop()
 
