@@ -252,3 +252,15 @@ def test_conv_filters_beside_a_mask_and_two_other_entries_is_refused():
     with pytest.raises(ValueError, match="conv_filters.*beside an action mask, one"):
         PPOTrainer(env=BoardWithMaskEnv, config={"env_config": {"extra": True},
                                                  "model": {"conv_filters": [[8, [2, 2], 1]]}})
+
+
+def test_conv_filters_on_flat_observations_is_refused_for_every_trained_policy():
+    from rlfleet.algorithms.bandits import BanditLinUCBTrainer
+    from rlfleet.env.examples.bandits import LinearContextualBandit
+
+    filters = [[8, [2, 2], 1]]
+    with pytest.raises(ValueError, match="'model.conv_filters'.*policy 'default_policy' sees observations of shape"):
+        PPOTrainer(env="CartPole-v1", config={"model": {"conv_filters": filters}})
+    # a trained policy without a torch model (the linear bandits) reads no conv_filters either
+    with pytest.raises(ValueError, match="'model.conv_filters'"):
+        BanditLinUCBTrainer(env=LinearContextualBandit, config={"model": {"conv_filters": filters}})

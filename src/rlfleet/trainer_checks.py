@@ -8,12 +8,14 @@ from typing import Any
 def check_models_fit_spaces(worker: Any) -> None:
     """`model.conv_filters` needs image observations: on a flat one the built-in models would
     silently ignore it (the reference did), so say so."""
+    trained = set(worker.policies_to_train)
+
     def check(policy: Any, pid: str) -> None:
-        if getattr(policy, "model", None) is None:  # a scripted policy builds no model
+        model = getattr(policy, "model", None)
+        if model is None and pid not in trained:  # a scripted opponent: it reads no model settings
             return
         model_config = (getattr(policy, "config", None) or {}).get("model") or {}
         shape = getattr(getattr(policy, "observation_space", None), "shape", None)
-        model = policy.model
         layout = getattr(model, "layout", None) or getattr(model, "mask_layout", None)  # PG family / DQN
         if layout is not None:  # an action mask: the model sees the rest (an image when it is one)
             shape = layout.rest_space.shape
@@ -22,7 +24,8 @@ def check_models_fit_spaces(worker: Any) -> None:
             raise ValueError(
                 f"'model.conv_filters': {model_config['conv_filters']!r} is set, but policy {pid!r} sees "
                 f"observations of shape {tuple(shape)}, not images ([H, W] or [H, W, C]); remove "
-                "conv_filters (a fully connected net is used, see fcnet_hiddens) or give image observations (beside an action mask, one [H, W] or [H, W, C] entry)")
+                "conv_filters (a fully connected net is used, see fcnet_hiddens) or give image observations "
+                "(beside an action mask, one [H, W] or [H, W, C] entry)")
 
     worker.foreach_policy(check)
 
