@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlfleet.models.action_mask import MaskLayout
+
 
 def check_models_fit_spaces(worker: Any) -> None:
     """`model.conv_filters` needs image observations: on a flat one the built-in models would
@@ -16,9 +18,9 @@ def check_models_fit_spaces(worker: Any) -> None:
             return
         model_config = (getattr(policy, "config", None) or {}).get("model") or {}
         shape = getattr(getattr(policy, "observation_space", None), "shape", None)
-        layout = getattr(model, "layout", None) or getattr(model, "mask_layout", None)  # PG family / DQN
-        if layout is not None:  # an action mask: the model sees the rest (an image when it is one)
-            shape = layout.rest_space.shape
+        for layout in (getattr(model, "layout", None), getattr(model, "mask_layout", None)):  # PG family / DQN
+            if isinstance(layout, MaskLayout):  # an action mask: the model sees the rest (an image when it is one)
+                shape = layout.rest_space.shape
         if model_config.get("conv_filters") and not model_config.get("custom_model") \
                 and shape is not None and len(shape) not in (2, 3):
             raise ValueError(
