@@ -188,7 +188,9 @@ class BoardWithMaskEnv(gym.Env):
 
     def __init__(self, config=None):
         self.extra = bool((config or {}).get("extra"))
-        spaces = {"board": gym.spaces.Box(0, 1, (3, 4, 2), np.float32),
+        self.pixels = bool((config or {}).get("uint8"))  # the board as 0 / 255 pixels
+        spaces = {"board": gym.spaces.Box(0, 255 if self.pixels else 1, (3, 4, 2),
+                                          np.uint8 if self.pixels else np.float32),
                   "action_mask": gym.spaces.Box(0, 1, (4,), np.int8)}
         if self.extra:
             spaces["turn"] = gym.spaces.Discrete(2)
@@ -198,7 +200,8 @@ class BoardWithMaskEnv(gym.Env):
 
     def _obs(self):
         mask = (self.board[0].sum(-1) == 0).astype(np.int8)
-        obs = {"board": self.board.copy(), "action_mask": mask}
+        board = (self.board * 255).astype(np.uint8) if self.pixels else self.board.copy()
+        obs = {"board": board, "action_mask": mask}
         if self.extra:
             obs["turn"] = 0
         return obs
@@ -219,11 +222,12 @@ class BoardWithMaskEnv(gym.Env):
         return self._obs(), float(legal), False, self.t >= 10, {}
 
 
-@pytest.mark.parametrize("trainer_cls", [PPOTrainer, DQNTrainer], ids=["PPO", "DQN"])
-def test_a_board_beside_the_mask_reaches_conv_filters_in_its_shape(trainer_cls):
+@pytest.mark.parametrize("trainer_cls, uint8", [(PPOTrainer, False), (DQNTrainer, False), (PPOTrainer, True),
+                                                (DQNTrainer, True)], ids=["PPO", "DQN", "PPO-uint8", "DQN-uint8"])
+def test_a_board_beside_the_mask_reaches_conv_filters_in_its_shape(trainer_cls, uint8):
     filters = [[16, [3, 4], 1]]  # one "valid" layer: its input is the board, unpadded
     config = {"seed": 0, "model": {"conv_filters": filters}, "rollout_fragment_length": 50,
-              "train_batch_size": 100}
+              "train_batch_size": 100, "env_config": {"uint8": uint8}}
     if trainer_cls is DQNTrainer:
         config.update(learning_starts=50, timesteps_per_iteration=100, min_iter_time_s=0, train_batch_size=32)
     else:
@@ -235,13 +239,16 @@ def test_a_board_beside_the_mask_reaches_conv_filters_in_its_shape(trainer_cls):
         assert convs and convs[0].in_channels == 2  # the board's planes are the channels
         seen = []
         hook = convs[0].register_forward_hook(lambda module, inputs, out: seen.append(inputs[0]))
-        env = BoardWithMaskEnv()
+        env = BoardWithMaskEnv({"uint8": uint8})
         obs, _ = env.reset(seed=1)
         trainer.compute_single_action(obs, explore=False)
         hook.remove()
-        # the conv got the board itself ([C, H, W] of the [H, W, C] entry), not the mask
-        expected = torch.as_tensor(obs["board"]).permute(2, 0, 1)
-        assert torch.equal(seen[0][0], expected)
+        # the conv got the board itself ([C, H, W] of the [H, W, C] entry), not the mask; uint8
+        # pixels scaled to [-1, 1] (model.zero_mean), as for a plain image observation
+        expected = torch.as_tensor(obs["board"], dtype=torch.float32).permute(2, 0, 1)
+        if uint8:
+            expected = expected * (2.0 / 255.0) - 1.0
+        assert torch.allclose(seen[0][0], expected, atol=1e-6)
         trainer.train()
         assert _illegal_moves(trainer, 300) == 0
     finally:

@@ -61,12 +61,14 @@ class MaskLayout:
         # One image-like entry beside the mask (connect four's [6, 7, 2] board) keeps its shape
         # when a conv net is asked for, so `conv_filters` see rows and columns, not a vector.
         others = [space for name, space in original.spaces.items() if name != key]
-        self.rest_shape = (len(self.rest_index),)
+        self.rest_shape, dtype = (len(self.rest_index),), np.float32
         if (len(others) == 1 and isinstance(others[0], gym.spaces.Box) and len(others[0].shape) in (2, 3)
                 and conv_filters):
             self.rest_shape = tuple(int(n) for n in others[0].shape)
-        self.rest_space = gym.spaces.Box(low.reshape(self.rest_shape), high.reshape(self.rest_shape),
-                                         dtype=np.float32)
+            # uint8 pixels arrive as floats 0..255: a uint8 space lets the vision net scale them
+            # (`model.zero_mean`) as it does a plain image observation.
+            dtype = np.uint8 if others[0].dtype == np.uint8 else np.float32
+        self.rest_space = gym.spaces.Box(low.reshape(self.rest_shape), high.reshape(self.rest_shape), dtype=dtype)
 
     def split(self, obs: torch.Tensor, rest_index: torch.Tensor):
         """`(rest [B, *rest_shape], mask [B, M])` of a batch of flattened observations."""
