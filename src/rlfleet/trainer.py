@@ -151,6 +151,12 @@ class Trainer(TrainerPolicies):
     def setup(self, config: dict) -> None:
         """Algorithm-specific initialisation after the workers exist."""
 
+    def count_sampled(self, env_steps: int, agent_steps: int) -> None:
+        """Adds a round of sampling to the counters: the one place the sampled-step counts grow
+        (`timesteps_total`, `min_sample_timesteps_per_reporting` and the schedules read them)."""
+        self.counters["num_env_steps_sampled"] += int(env_steps)
+        self.counters["num_agent_steps_sampled"] += int(agent_steps)
+
     def _make_workers(self, *, env_creator, policy_class, config, num_workers) -> WorkerSet:
         return WorkerSet(env_creator=env_creator, policy_class=policy_class, trainer_config=config,
                          num_workers=num_workers, logdir=self.logdir)

@@ -274,8 +274,7 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
                 arrived = [(0, self.workers.local_worker().sample(), self.learner.version)]
         # === queue train batches for the learner ===
         for index, batch, version in arrived:
-            self.counters["num_env_steps_sampled"] += batch.env_steps()
-            self.counters["num_agent_steps_sampled"] += batch.agent_steps()
+            self.count_sampled(batch.env_steps(), batch.agent_steps())
             for part in self._replay.add_and_replay(batch):
                 self._pending.append((part, version))
                 self._pending_steps += part.env_steps()

@@ -27,8 +27,7 @@ def sample_train_batch(trainer) -> MultiAgentBatch:
         batch = MultiAgentBatch.concat_samples(parts)
     else:
         batch = trainer.workers.sample(target).as_multi_agent()
-    trainer.counters["num_env_steps_sampled"] += batch.env_steps()
-    trainer.counters["num_agent_steps_sampled"] += batch.agent_steps()
+    trainer.count_sampled(batch.env_steps(), batch.agent_steps())
     return batch
 
 

@@ -136,8 +136,7 @@ class OffPolicyTrainer(Trainer):
         by_agent = (cfg.get("multiagent") or {}).get("count_steps_by") == "agent_steps"
         # === sample one fragment ===
         batch = synchronous_parallel_sample(self.workers, 1).as_multi_agent()
-        self.counters["num_env_steps_sampled"] += batch.env_steps()
-        self.counters["num_agent_steps_sampled"] += batch.agent_steps()
+        self.count_sampled(batch.env_steps(), batch.agent_steps())
         # === store: each trained policy's samples as n-step transitions in its buffer ===
         to_train = [pid for pid in local.policies_to_train if pid in local.policy_map]
         for pid in to_train:

@@ -78,8 +78,7 @@ class A3CTrainer(Trainer):
                     infos[pid]["learner_stats"].update(stats)
                     self.counters["num_agent_steps_trained"] += agent_steps
                 learner_info.update(infos)
-                self.counters["num_env_steps_sampled"] += env_steps
-                self.counters["num_agent_steps_sampled"] += agent_steps
+                self.count_sampled(env_steps, agent_steps)
                 self.counters["num_env_steps_trained"] += env_steps
                 applied += 1
                 # === sync: the new weights to this worker only ===

@@ -238,8 +238,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         batch = local.sample()
         self.shards[self._add_turn % len(self.shards)].add(self.worker_side_items(local, batch))
         self._add_turn += 1
-        self.counters["num_env_steps_sampled"] += batch.env_steps()
-        self.counters["num_agent_steps_sampled"] += batch.agent_steps()
+        self.count_sampled(batch.env_steps(), batch.agent_steps())
         # === replay from the shards in turn, learn, send priorities back ===
         if self.counters["num_env_steps_sampled"] >= cfg["learning_starts"]:
             beta = self.beta_schedule(self.counters["num_env_steps_sampled"])
@@ -260,8 +259,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         workers.sample_async_into(self.worker_side_items, self.shards, "add",
                                   max_in_flight=cfg["max_sample_requests_in_flight_per_worker"])
         for index, (env_steps, agent_steps) in workers.ready_results(timeout_s=0.05):
-            self.counters["num_env_steps_sampled"] += env_steps
-            self.counters["num_agent_steps_sampled"] += agent_steps
+            self.count_sampled(env_steps, agent_steps)
             # === sync: newest weights to a worker every max_weight_sync_delay of its steps ===
             self._since_sync[index] += env_steps
             if self._since_sync[index] >= cfg["max_weight_sync_delay"]:

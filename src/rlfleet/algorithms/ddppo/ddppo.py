@@ -121,8 +121,7 @@ class DDPPOTrainer(PPOTrainer):
         results = [r for r in self.workers.foreach_worker_with_index(step) if r is not None]
         # === gather: counters, the workers' mean learner stats ===
         for r in results:
-            self.counters["num_env_steps_sampled"] += r["env_steps"]
-            self.counters["num_agent_steps_sampled"] += r["agent_steps"]
+            self.count_sampled(r["env_steps"], r["agent_steps"])
             self.counters["num_env_steps_trained"] += r["env_steps"]
             self.counters["num_agent_steps_trained"] += r["trained"]
         weights = next((r["weights"] for r in results if "weights" in r), None)

@@ -98,8 +98,7 @@ class EvolutionTrainer(Trainer):
         self.pool.run(self.theta, filt.get_state(), batch.next_task, batch.add)
         self._bytes_this_iter += self.pool.bytes_received - bytes_before
         self._merge_observation_stats(filt, batch)
-        self.counters["num_env_steps_sampled"] += batch.steps
-        self.counters["num_agent_steps_sampled"] += batch.steps
+        self.count_sampled(batch.steps, batch.steps)
         self._record_episodes(batch)
         # === learn: the algorithm's update of theta ===
         stats = self.update(batch)

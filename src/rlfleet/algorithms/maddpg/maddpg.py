@@ -104,8 +104,7 @@ class MADDPGTrainer(OffPolicyTrainer):
         local = self.workers.local_worker()
         # === sample one fragment, store its joint transitions ===
         batch = synchronous_parallel_sample(self.workers, 1).as_multi_agent()
-        self.counters["num_env_steps_sampled"] += batch.env_steps()
-        self.counters["num_agent_steps_sampled"] += batch.agent_steps()
+        self.count_sampled(batch.env_steps(), batch.agent_steps())
         gammas = {pid: self.get_policy(pid).config["gamma"] for pid in self.agents}
         joint, dropped = joint_transitions(batch, self.agents, cfg["n_step"], gammas)
         self.counters["num_agent_steps_dropped"] += dropped
