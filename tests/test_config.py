@@ -353,7 +353,7 @@ def test_deep_update_and_merge_dicts():
     ({"model": {"max_seq_len": 0}}, "'model.max_seq_len': 0 is invalid; expected an int >= 1"),
     ({"model": {"fcnet_hiddens": [64, -1]}}, "'model.fcnet_hiddens': [64, -1] is invalid; expected a list of ints > 0"),
     ({"evaluation_config": 3}, "'evaluation_config': 3 is invalid; expected a dict (or None)"),
-    ({"framework": "jax"}, "'framework': 'jax' is invalid; expected 'torch' (or the reference's 'tf', 'tf2', 'tfe'"),
+    ({"framework": "jax"}, "'framework': 'jax' is invalid; expected 'torch' (or RLlib 1.x's 'tf', 'tf2', 'tfe'"),
 ])
 def test_validation_errors(overrides, expected):
     with pytest.raises(ValueError) as info:

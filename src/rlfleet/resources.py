@@ -1,5 +1,5 @@
 """The resources a trainer asks for (one bundle for the driver, one per remote worker, one
-per evaluation worker: the reference's `default_resource_request`), and the driver process's
+per evaluation worker, the bundles RLlib 1.x's `Trainer.default_resource_request` asks Tune for), and the driver's
 own settings (`configure_driver`).
 
 Tune reserves a trainer's request as one placement group; `Trainer.default_resource_request`

@@ -7,7 +7,7 @@
     tune.run("rlfleet.PPO", config={"env": "CartPole-v1", "lr": tune.grid_search([1e-3, 3e-4])},
              stop={"training_iteration": 10}, storage_path="~/rlfleet_results")
 
-In the reference the `Trainer` *is* a Tune `Trainable`; here it is standalone (so that
+In RLlib 1.x the `Trainer` *is* a Tune `Trainable`; here it is standalone (so that
 `import rlfleet` imports neither Ray nor Tune) and `trainable(...)` wraps it:
 
 - `setup` builds the trainer in the trial's folder; `step` is one `train()`; `cleanup`

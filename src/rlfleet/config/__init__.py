@@ -16,11 +16,11 @@ How a trainer builds its config::
     config = merge_configs(AlgoTrainer.DEFAULT_CONFIG, user_config)   # unknown key -> error
     validate_config(config, ALGO_KEYS)                                # normalizes in place
 
-Deviations from the reference (RLlib 1.x) defaults:
+Deviations from the defaults of RLlib 1.x's ``COMMON_CONFIG`` (``rllib/agents/trainer.py``):
 
 - ``num_workers`` defaults to 0: rlfleet's default is one process with no cluster, which
   starts instantly; ask for remote workers explicitly.
-- ``framework`` defaults to ``"torch"``; the reference's ``"tf"``, ``"tf2"`` and ``"tfe"`` run the same
+- ``framework`` defaults to ``"torch"``; RLlib 1.x's ``"tf"``, ``"tf2"`` and ``"tfe"`` run the same
   model in torch (one warning); a TensorFlow custom model is an error.
 - ``sample_collector`` defaults to None, meaning rlfleet's built-in collector.
 - ``tf_session_args``, ``local_tf_session_args`` and ``eager_tracing`` are accepted so old

@@ -1,4 +1,4 @@
-"""Keys the reference deprecated (translated to their replacements, with a warning) and
+"""Keys RLlib 1.x deprecated (translated to their replacements with a warning, so configs written for it load) and
 features this version does not have yet (a non-default value is an error)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ logger = logging.getLogger(__name__)
 
 
 class DeprecatedKey(NamedTuple):
-    """A key the reference deprecated: what replaces it, and how its value carries over."""
+    """A key RLlib 1.x deprecated: what replaces it, and how its value carries over."""
 
     replacement: Optional[str]
     translate: Callable[[dict, Any], None]

@@ -91,7 +91,7 @@ def optimizer_options(v: Any) -> Any:
 
 def framework(v: Any) -> Any:
     if v != "torch":  # "tf", "tf2" and "tfe" became "torch" before the checks (validation.py)
-        raise InvalidValue("'torch' (or the reference's 'tf', 'tf2', 'tfe', which run the same model in torch)")
+        raise InvalidValue("'torch' (or RLlib 1.x's 'tf', 'tf2', 'tfe', which run the same model in torch)")
     return v
 
 
@@ -149,7 +149,7 @@ def exploration_type(v: Any) -> Any:
 
 
 def legacy_callbacks_factory(legacy: Dict[str, Callable]) -> Callable[[], DefaultCallbacks]:
-    """Wraps the reference's older ``{hook_name: fn(info)}`` callbacks dict into a factory.
+    """Wraps RLlib 1.x's older ``{hook_name: fn(info)}`` callbacks dict into a factory.
 
     Args:
         legacy: the dict given as ``callbacks``.

@@ -153,14 +153,14 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           "connected nets): 'auto' where they compute the same update as torch, 'off' torch everywhere, 'require' "
           "raise where the learner cannot take it; reported as info/learner/<policy>/fast_path and "
           "fast_path_reason.", one_of("auto", "off", "require")),
-        K("keep_per_episode_custom_metrics", False, "The reference's per-episode lists of custom metrics; only "
+        K("keep_per_episode_custom_metrics", False, "RLlib 1.x's per-episode lists of custom metrics; only "
           "False (custom_metrics hold <name>_mean/_min/_max).",
           not_available("custom metrics are summarized as <name>_mean/_min/_max", False)),
         K("log_sys_usage", True, "Add CPU/memory (and GPU) usage to the results.", boolean),
         K("fake_sampler", False, "Replay one sampled batch forever (throughput testing only)."),
     ],
     "Framework": [
-        K("framework", "torch", "Deep-learning framework: 'torch'; the reference's 'tf', 'tf2' and 'tfe' run the same "
+        K("framework", "torch", "Deep-learning framework: 'torch'; RLlib 1.x's 'tf', 'tf2' and 'tfe' run the same "
           "model in torch (one warning).", framework),
         K("eager_tracing", False, "TensorFlow only; accepted and ignored."),
     ],
@@ -188,12 +188,12 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("evaluation_interval", None, "Evaluate every this many train() calls; None never.",
           optional(int_at_least(1), "no evaluation")),
         K("evaluation_num_episodes", 10, "Episodes per evaluation (at least).", int_at_least(1)),
-        K("evaluation_duration", None, "The reference's later name of evaluation_num_episodes (with "
+        K("evaluation_duration", None, "Later RLlib 1.x releases' name of evaluation_num_episodes (with "
           "evaluation_duration_unit 'episodes'); set, it replaces it. None: evaluation_num_episodes.",
           evaluation_duration),
         K("evaluation_duration_unit", "episodes", "Unit of evaluation_duration: only 'episodes' (evaluation runs "
           "whole episodes).", evaluation_duration_unit),
-        K("always_attach_evaluation_results", False, "The reference's copy of the last evaluation into results "
+        K("always_attach_evaluation_results", False, "RLlib 1.x's copy of the last evaluation into results "
           "of iterations that do not evaluate; only False.",
           not_available("results carry 'evaluation' only on iterations that evaluate: read those", False)),
         K("evaluation_parallel_to_training", False, "Evaluate in a thread while train() runs.", boolean),
@@ -213,7 +213,7 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("synchronize_filters", True, "Sync filter statistics across workers each iteration.", boolean),
         K("tf_session_args", _TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
         K("local_tf_session_args", _LOCAL_TF_SESSION_ARGS, "TensorFlow only; accepted and ignored."),
-        K("_disable_preprocessor_api", False, "The reference's raw (unflattened) observations for custom models; "
+        K("_disable_preprocessor_api", False, "RLlib 1.x's raw (unflattened) observations for custom models; "
           "only False.", not_available("models see the preprocessed (flattened) observations", False)),
         K("compress_observations", False, "LZ4-compress each observation in sample batches.", boolean),
         K("collect_metrics_timeout", 180, "Seconds to wait for workers' metrics; late ones count next time.",

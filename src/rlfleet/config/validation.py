@@ -1,5 +1,5 @@
 """Validating a merged config: deprecations translated, each value checked (and
-normalized in place), the reference's cross-key fixes, features not available yet."""
+normalized in place), RLlib 1.x's cross-key fixes, features not available yet."""
 from __future__ import annotations
 
 import logging
@@ -63,7 +63,7 @@ def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
     """Checks a merged config and normalizes it in place.
 
     Translates deprecated keys (logging a warning), fills in defaults for None where the
-    reference does (``model``, ``callbacks``, ``multiagent.policies``), converts policy
+    RLlib 1.x's ``Trainer._validate_config`` does (``model``, ``callbacks``, ``multiagent.policies``), converts policy
     tuples to ``PolicySpec``, checks each value (the common keys', then the algorithm's),
     then calls ``check_available``.
 
@@ -82,7 +82,7 @@ def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
         if key in config and config[key] != KEY_INDEX[key].default:
             _notice_once(key, f"Config key '{key}' only applies to TensorFlow; rlfleet ignores it.")
 
-    # Cross-key fixes of the reference, done before the value checks so that e.g. an
+    # RLlib 1.x's cross-key fixes (its `_validate_config`), done before the value checks so that e.g. an
     # evaluation_interval of 0 with evaluation workers becomes 1 rather than an error.
     n_eval = config.get("evaluation_num_workers", 0)
     if is_int(n_eval) and n_eval > 0 and not config.get("evaluation_interval"):
@@ -104,7 +104,7 @@ def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
 
 
 def _evaluation_duration_to_episodes(config: dict) -> None:
-    """`evaluation_duration` (the reference's later name, checked: a number of episodes)
+    """`evaluation_duration` (the name later RLlib 1.x releases use, checked: a number of episodes)
     sets `evaluation_num_episodes`."""
     duration = config.get("evaluation_duration")
     if duration is None:
@@ -133,12 +133,12 @@ def _copy_dicts(value: Any) -> Any:
     return {k: _copy_dicts(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
-# The reference's TensorFlow settings: the same model runs in torch here (DESIGN.md).
+# RLlib 1.x's TensorFlow settings: configs written for it name them; the same model runs in torch here (DESIGN.md).
 TF_FRAMEWORKS = ("tf", "tf2", "tfe")
 
 
 def _framework_to_torch(config: dict) -> None:
-    """`framework: tf` (the reference's default, in most tuned examples) runs in torch, with
+    """`framework: tf` (RLlib 1.x's default, so most of its tuned examples rely on it) runs in torch, with
     one warning; a custom TensorFlow model stays an error (it cannot run in torch)."""
     framework = config.get("framework")
     if framework not in TF_FRAMEWORKS:

@@ -1,6 +1,6 @@
 """MultiAgentEnv: several agents in one env, each with its own observations and rewards.
 
-The API is the reference's, on Gymnasium's terminated/truncated split:
+The API is RLlib 1.x's `MultiAgentEnv` (its envs port by splitting `dones`), on Gymnasium's split:
 
 - ``reset(seed=None, options=None) -> (obs_dict, info_dict)``: one entry per agent that
   acts first.
@@ -93,8 +93,8 @@ class MultiAgentEnv:
 
 
 # --- agent groups ---------------------------------------------------------------------
-# Several agents presented as one (the reference's `with_agent_groups`), the building block of
-# value decomposition for teams: the group observes a tuple of its members' observations (in
+# Several agents presented as one (RLlib 1.x's `MultiAgentEnv.with_agent_groups`), the building
+# block of value decomposition for teams: the group observes a tuple of its members' observations (in
 # the order listed), acts with a tuple of their actions, receives the sum of their rewards,
 # and is done when all its members are; other agents pass through. The members' own rewards
 # and infos stay in the group's info under "_group_rewards" and "_group_info". A group acts
@@ -319,8 +319,8 @@ def make_multi_agent(env_name_or_creator: Union[str, Callable[[Any], gym.Env]]) 
 
 
 class SingleAgentAsMultiAgent(MultiAgentEnv):
-    """A Gymnasium env seen as a MultiAgentEnv with one agent, ``"agent0"`` (the
-    reference's dummy id): used when multi-agent policies run on a single-agent env."""
+    """A Gymnasium env seen as a MultiAgentEnv with one agent, ``"agent0"`` (RLlib 1.x's
+    `_DUMMY_AGENT_ID`): used when multi-agent policies run on a single-agent env."""
 
     AGENT_ID = "agent0"
 

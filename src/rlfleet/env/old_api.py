@@ -1,4 +1,4 @@
-"""Envs written for the old `gym` API (0.21-0.26) and the reference's multi-agent `dones`, run
+"""Envs written for the old `gym` API (0.21-0.26) and RLlib 1.x's multi-agent `dones` API, run
 unchanged.
 
 | env kind     | old API (adapted)                                | new API (Gymnasium / rlfleet)               |
@@ -43,7 +43,7 @@ _warned: Dict[str, bool] = {"single": False, "multi": False}
 OLD_SINGLE_AGENT = ("this env uses the old gym API (reset() -> obs, step() -> (obs, reward, done, info)); rlfleet "
                     "adapts it to Gymnasium's (done -> terminated, or truncated where info['TimeLimit.truncated'])."
                     " Port it to gymnasium.Env to silence this warning.")
-OLD_MULTI_AGENT = ("this MultiAgentEnv uses the reference's API (reset() -> obs, step() -> (obs, rewards, dones, "
+OLD_MULTI_AGENT = ("this MultiAgentEnv uses RLlib 1.x's API (reset() -> obs, step() -> (obs, rewards, dones, "
                    "infos) with dones['__all__']); rlfleet adapts it (dones -> terminateds, truncateds all False). "
                    "Return (obs, infos) from reset and (obs, rewards, terminateds, truncateds, infos) from step to "
                    "silence this warning.")

@@ -31,8 +31,8 @@ logger = logging.getLogger(__name__)
 
 EnvCreator = Callable[[EnvContext], Any]
 
-# Global name -> creator table. Module-level on purpose: the reference's `register_env` is
-# process-global, and Ray workers re-register by re-running the user's script/imports.
+# Global name -> creator table. Module-level on purpose: Ray Tune's `register_env` (which RLlib
+# 1.x users call) is process-global, and Ray workers re-register by re-running the user's script/imports.
 _ENV_REGISTRY: dict[str, EnvCreator] = {}
 
 # Gymnasium >= 1.0 dropped env plugins: these namespaces register only when their package is

@@ -14,9 +14,9 @@ NUM_DIRECTIONS = 4
 class MiniGridView(gym.Wrapper):
     """A MiniGrid env whose observation is the agent's egocentric view (`image`: object,
     colour and state index per cell of 7x7), flattened to float32: 147 values in [0, 10], or,
-    with `one_hot`, each index one-hot (7 x 7 x (11 + 6 + 3) = 980 values in {0, 1}, the
-    reference's curiosity test's encoding); with `direction`, the way the agent faces follows
-    (one-hot, 4 more values). The mission text is dropped. Reward and episode end are
+    with `one_hot`, each index one-hot (7 x 7 x (11 + 6 + 3) = 980 values in {0, 1}, as RLlib
+    1.x's `rllib/utils/exploration/tests/test_curiosity.py` encodes it); with `direction`, the
+    way the agent faces follows (one-hot, 4 more values). The mission text is dropped. Reward and episode end are
     MiniGrid's: 1 - 0.9 x steps / max_steps on reaching the goal, else 0.
 
     env_config keys: `id` (default "MiniGrid-Empty-16x16-v0"), `num_actions` (default: all of

@@ -1,5 +1,5 @@
-"""The two-step cooperative matrix game of the QMIX paper (Rashid et al. 2018), as the
-reference ships it: two agents, three states, the team's best return is 8.
+"""The two-step cooperative matrix game of the QMIX paper (Rashid et al. 2018, arXiv:1803.11485),
+as RLlib 1.x's `rllib/examples/env/two_step_game.py` has it: two agents, three states, best team return 8.
 
 Step 1 (state 0): agent 1's action picks the second state (0: state 1, 1: state 2); agent 2's
 action does not matter. Step 2: in state 1 the team gets 7 whatever both do; in state 2 it gets

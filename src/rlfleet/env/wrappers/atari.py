@@ -278,7 +278,7 @@ class AtariPreprocessingCreator:
 
 def with_atari_preprocessing(env_creator, config: dict):
     """`env_creator`, wrapped to preprocess Atari envs as `preprocessor_pref` asks (not when
-    a `model.custom_preprocessor` is set, as in the reference)."""
+    a `model.custom_preprocessor` is set: RLlib 1.x's `RolloutWorker` skips them then)."""
     if env_creator is None or isinstance(env_creator, AtariPreprocessingCreator):
         return env_creator
     if config.get("preprocessor_pref") not in ("deepmind", "rllib"):

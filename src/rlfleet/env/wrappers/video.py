@@ -1,7 +1,7 @@
 """`record_env` and `render_env`: video files and rendering of one sub-env.
 
-As in the reference, one env renders: sub-env 0 of the worker that samples (the local worker
-when `num_workers` is 0, else remote worker 1), in training and, separately, in evaluation.
+One env renders, the one RLlib 1.x's `RolloutWorker` renders: sub-env 0 of the worker that
+samples (the local worker when `num_workers` is 0, else remote worker 1), in training and, separately, in evaluation.
 
 - `record_env: True` (the run folder's `videos/`) or a folder (relative to the run folder,
   or absolute): Gymnasium's `RecordVideo` writes `<training|evaluation>-worker<i>-episode-<n>.mp4`
