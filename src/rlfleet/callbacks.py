@@ -21,7 +21,7 @@ class DefaultCallbacks:
     """No-op hooks; the sampler calls only the ones a subclass overrides.
 
     Args:
-        legacy_callbacks_dict: the reference's older form, a dict of
+        legacy_callbacks_dict: RLlib 1.x's older form, a dict of
             ``{hook_name: fn(info_dict)}``; each function receives the hook's keyword
             arguments as one dict.
     """

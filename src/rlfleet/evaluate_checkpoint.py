@@ -33,7 +33,7 @@ def evaluate_checkpoint(
     on_episode: Optional[Callable[[int, float, int], None]] = None,
 ) -> Dict[str, Any]:
     """Restores `checkpoint_path` (`Trainer.from_checkpoint`) and runs its policies without
-    exploration in one env, episode after episode (the reference era's `rllib rollout`).
+    exploration in one env, episode after episode (what RLlib 1.x's `rllib rollout` command does).
 
     The episodes run on an evaluation worker (the checkpoint's `evaluation_config` applies,
     with `explore=False` and one env), through the same sampler as training: the restored

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 # Loggers: one per file format; UnifiedLogger runs several over one results folder
 # --------------------------------------------------------------------------------------
 class Logger:
-    """One kind of result log in a results folder (the reference's Tune `Logger` interface).
+    """One kind of result log in a results folder (Ray Tune's `Logger` interface, as RLlib 1.x uses it).
 
     A `logger_config: {"type": MyLogger, **options}` logger is built as
     `MyLogger(options, logdir)` and gets every result; Tune's own `Logger` subclasses fit.
@@ -258,8 +258,8 @@ class UnifiedLogger:
     """Writes one run's results folder: params.json, then each result to several loggers.
 
     By default those are result.json (`JsonLogger`), progress.csv (`CSVLogger`) and
-    TensorBoard events (`TBXLogger`). `config["logger_config"]` replaces them as in the
-    reference: `{"type": MyLogger or [A, B, ...], **options}` builds `cls(options, logdir)`
+    TensorBoard events (`TBXLogger`). `config["logger_config"]` replaces them as
+    RLlib 1.x does: `{"type": MyLogger or [A, B, ...], **options}` builds `cls(options, logdir)`
     for each (`options` without `type`; an option `logdir` moves them to another folder).
 
     Args:

@@ -1,5 +1,5 @@
-"""Experiments to run, from the command line or a YAML file of the reference's
-``rllib train -f`` format."""
+"""Experiments to run, from the command line or a YAML file in RLlib 1.x's
+``rllib train -f`` format (its tuned examples)."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +13,7 @@ from rlfleet.cli.common import UsageError
 from rlfleet.cli.file_paths import resolve_file_paths
 from rlfleet.logger import flatten_dict
 
-# Keys an experiment in a YAML file may hold (the reference's `rllib train -f` format). Search
+# Keys an experiment in a YAML file may hold (RLlib 1.x's `rllib train -f` format). Search
 # spaces in `config` (`{grid_search: [...]}`, `{choice: [...]}`, ...) or `num_samples` > 1 run
 # the experiment through Ray Tune (rlfleet.tune); any other key is an error (a misspelt `stop:`
 # would otherwise train forever).

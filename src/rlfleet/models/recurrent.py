@@ -5,7 +5,7 @@ layer), feeds its features (plus, with `lstm_use_prev_action` / `lstm_use_prev_r
 the previous action, one-hot encoded where discrete, and the previous reward) through an
 `lstm_cell_size` LSTM, and puts the logits and value heads on the LSTM's output.
 
-Inputs follow the reference's convention: `forward` takes flat rows `[N, ...]`;
+Inputs follow RLlib 1.x's `ModelV2` convention: `forward` takes flat rows `[N, ...]`;
 - acting: `seq_lens` is None and every row is one env at one time step (T = 1);
 - learning: `seq_lens` is `[B]` and the rows are B sequences padded to the same length
   T = N / B, sequence-major (`rlfleet.policy.rnn_sequencing.pad_batch_to_sequences`).

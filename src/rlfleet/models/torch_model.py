@@ -1,4 +1,4 @@
-"""The model interface every policy network implements (the reference's ModelV2 shape).
+"""The model interface every policy network implements (RLlib 1.x's `ModelV2` shape, so its models port).
 
 A custom model subclasses `TorchModel` and implements `forward` and `value_function`;
 register it with `ModelCatalog.register_custom_model(name, cls)` and select it with

@@ -9,9 +9,9 @@ or `action_logp`) and returns one `OffPolicyEstimate` per episode with
 
 `is` is step-wise importance sampling (Precup et al. 2000): V_target = sum_t gamma^t p_t
 r_t with p_t the product of pi(a_k|s_k) / mu(a_k|s_k) over k <= t. `wis` is its weighted
-form: p_t is divided by the mean p_t of every episode seen so far at step t (the
-reference's running normaliser). Run on the workers, on each offline batch, with the
-worker's current policy (`input_evaluation`).
+form: p_t is divided by the mean p_t of every episode seen so far at step t (the running
+normaliser of RLlib 1.x's `WeightedImportanceSamplingEstimator`). Run on the workers, on each
+offline batch, with the worker's current policy (`input_evaluation`).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
     client.log_returns(eid, reward)
     client.end_episode(eid, obs)
 
-The reference's methods, in two inference modes:
+RLlib 1.x's `PolicyClient` methods (so its clients port unchanged), in two inference modes:
 
 - "remote": every call is a request; the server acts and learns from what it records.
 - "local": the client acts with its own copy of the worker (built from the server's
@@ -138,7 +138,7 @@ class PolicyClient:
             threading.Thread(target=self._sample_loop, name="PolicyClient-sampler", daemon=True).start()
             threading.Thread(target=self._send_loop, name="PolicyClient-sender", daemon=True).start()
 
-    # --- the reference's methods --------------------------------------------------------------
+    # --- RLlib 1.x's PolicyClient methods ----------------------------------------------------
     def start_episode(self, episode_id: Optional[str] = None, training_enabled: bool = True) -> str:
         """Starts an episode; returns its id."""
         if self._env is not None:
