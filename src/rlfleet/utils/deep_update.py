@@ -1,4 +1,4 @@
-"""Recursive dict merging with the config rules of the reference (RLlib 1.x `deep_update`).
+"""Recursive dict merging with the config rules of RLlib 1.x's `deep_update` (configs rely on them).
 
 Rules, applied key by key from `new` into `original`:
 
@@ -126,7 +126,7 @@ def _update(
             ):
                 original[key] = _copy_containers(value)
             else:
-                # As in the reference, the allow/override lists apply at the top level
+                # As in RLlib 1.x's `deep_update`, the allow/override lists apply at the top level
                 # only; below, only "new keys allowed or not" is passed down.
                 _update(
                     old,

@@ -1,10 +1,10 @@
 """Observation filters (running mean/std normalisation) and their synchronisation.
 
-Semantics follow the reference: a `MeanStdFilter` keeps `rs` (statistics of all data it has
-seen, including data merged in from other workers) and `buffer` (statistics of the data it saw
-itself since the last `clear_buffer()`). The driver merges each remote worker's buffer into its
-own `rs`, then pushes that state back to the remotes, whose buffers restart empty, so no sample
-is ever counted twice.
+Semantics follow RLlib 1.x's `rllib/utils/filter.py`: a `MeanStdFilter` keeps `rs` (statistics
+of all data it has seen, including data merged in from other workers) and `buffer` (statistics
+of the data it saw itself since the last `clear_buffer()`). The driver merges each remote
+worker's buffer into its own `rs`, then pushes that state back to the remotes, whose buffers
+restart empty, so no sample is ever counted twice.
 
 State (`get_state`/`set_state`) holds only NumPy arrays, ints, floats and bools so it can be
 stored as JSON + `.npz` without pickling.
@@ -96,7 +96,7 @@ class RunningStat:
 
     @property
     def var(self) -> np.ndarray:
-        """Sample variance; the reference's convention `mean**2` for fewer than 2 samples."""
+        """Sample variance; `mean**2` for fewer than 2 samples, as RLlib 1.x's `RunningStat`."""
         if self.n > 1:
             return self.m2 / (self.n - 1)
         return np.square(self.mean)
@@ -163,7 +163,7 @@ class Filter:
     def set_state(self, state: Mapping[str, Any]) -> None:
         raise NotImplementedError  # abstract
 
-    # Reference-compatible name.
+    # RLlib 1.x's name for `copy` (its `RolloutWorker.get_filters` calls it on every filter).
     def as_serializable(self) -> "Filter":
         return self.copy()
 
@@ -296,7 +296,7 @@ class MeanStdFilter(Filter):
             "shape": np.asarray(self.shape, dtype=np.int64),
             "demean": self.demean,
             "destd": self.destd,
-            # 0.0 means "no clipping", like None (the reference tests `if self.clip`).
+            # 0.0 means "no clipping", like None (RLlib 1.x's filter tests `if self.clip`).
             "clip": float(self.clip) if self.clip else 0.0,
             "rs_n": int(self.rs.n),
             "rs_mean": self.rs.mean.copy(),
@@ -350,7 +350,7 @@ def get_filter(
     if name_or_callable == "NoFilter":
         return NoFilter()
     if name_or_callable in ("MeanStdFilter", "ConcurrentMeanStdFilter"):
-        # As in the reference, the configured observation filter does not clip.
+        # As RLlib 1.x's `get_filter`, the configured observation filter does not clip.
         return MeanStdFilter(shape, clip=None)
     if callable(name_or_callable):
         return name_or_callable(shape)

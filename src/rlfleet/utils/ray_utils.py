@@ -6,9 +6,9 @@ worker calls `init_ray()`, which:
 - reuses a Ray the user already initialised;
 - joins the cluster named by its `address` argument, else by `RAY_ADDRESS`, when one is set;
 - else starts a local Ray of its own (`address="local"`) that exposes nothing on the network:
-  it binds 127.0.0.1 and runs no dashboard. Plain `ray.init()` would join any Ray that another
-  job happens to run on this machine (the reference's behaviour); rlfleet never does that by
-  accident.
+  it binds 127.0.0.1 and runs no dashboard. Plain `ray.init()` would join the latest Ray that
+  `ray start` started on this machine (https://docs.ray.io/en/latest/ray-core/starting-ray.html);
+  rlfleet never does that by accident.
 
 It logs which Ray it used; `ray_in_use()` says it in words for error messages.
 """

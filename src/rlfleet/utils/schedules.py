@@ -130,7 +130,7 @@ def make_schedule(base_value: float, schedule: Optional[Sequence], key: str = "s
 
     Args:
         base_value: the value when `schedule` is None.
-        schedule: None, a list of `[timestep, value]` pairs (the reference's format), or
+        schedule: None, a list of `[timestep, value]` pairs (RLlib 1.x's `lr_schedule` format), or
             anything `schedule_from_spec` accepts (e.g. `{"type": "ExponentialSchedule", ...}`).
         key: the config key, for error messages.
     """
