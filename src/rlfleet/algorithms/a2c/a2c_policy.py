@@ -30,9 +30,9 @@ def actor_critic_loss(policy: "A2CTorchPolicy", model, dist_class, batch: Dict[s
                       ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """-sum(logp * advantage) + vf_loss_coeff * 0.5 * sum((V - target)^2) - entropy_coeff * sum(entropy).
 
-    Sums over the batch, as the reference's A3C: the step size grows with the batch, and
-    `grad_clip` (default 40) bounds it. Padded rows of recurrent sequences count for nothing.
-    """
+    Sums over the batch as RLlib 1.x's `a3c_torch_policy.py` does, so its tuned `lr`s carry over:
+    the step grows with the batch and `grad_clip` (default 40) bounds it. Padded rows of recurrent
+    sequences count for nothing."""
     cfg = policy.config
     logits, _ = model_forward(model, batch)
     dist = dist_class(logits, model)
@@ -67,8 +67,8 @@ class A2CTorchPolicy(TorchPolicy):
     def make_optimizers(self):
         cfg = self.config
         if cfg.get("opt_type", "adam") == "rmsprop":
-            # torch.optim.RMSprop (SB3's A2C optimizer; IMPALA's in the reference and its paper,
-            # with a large epsilon): imports torch._dynamo on its first step
+            # torch.optim.RMSprop (SB3's A2C optimizer; IMPALA's in RLlib 1.x and in Espeholt et al.
+            # 2018, arXiv:1802.01561, with a large epsilon): imports torch._dynamo on its first step
             # (a few seconds, once), which the lean Adam of policy/optim.py avoids.
             return {DEFAULT_OPTIMIZER: torch.optim.RMSprop(self.model.parameters(), lr=self.cur_lr, alpha=cfg["decay"],
                                                            momentum=cfg["momentum"], eps=cfg["epsilon"])}

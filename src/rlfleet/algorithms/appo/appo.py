@@ -19,7 +19,7 @@ ALGO_KEYS: List[ConfigKey] = with_defaults(IMPALA_KEYS, {"replay_buffer_num_slot
     K("kl_target", 0.01, "KL divergence the penalty coefficient is adapted towards.", number_above(0)),
     K("target_update_frequency", 1, "Learner updates between refreshes of the target network (the old policy).",
       int_at_least(1)),
-    # The reference's APPO has these (IMPALA does not): its advantages without V-trace.
+    # RLlib 1.x's APPO (`rllib/agents/ppo/appo.py`) has these, IMPALA not: advantages without V-trace.
     K("use_gae", True, "With vtrace False: Generalized Advantage Estimation on the workers; False: discounted "
       "returns minus the value. Unused with V-trace."),
     K("lambda", 1.0, "With vtrace False: GAE's lambda (0 is the one-step TD error, 1 the Monte-Carlo return). "
@@ -41,6 +41,6 @@ class APPOTrainer(ImpalaTrainer):
     def validate_algorithm_config(self, config: dict) -> None:
         super().validate_algorithm_config(config)
         if config["vtrace"] and config["lambda"] != 1.0:
-            # The reference ignores it silently; say so once.
+            # RLlib 1.x ignores it silently, so a tuned config may set it for nothing; say so once.
             logger.warning("APPO: 'lambda': %r is unused with 'vtrace': True (V-trace computes the advantages); "
                            "it applies with 'vtrace': False", config["lambda"])

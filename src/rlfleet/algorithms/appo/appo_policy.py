@@ -25,7 +25,7 @@ def appo_surrogate_loss(policy: "APPOTorchPolicy", model, dist_class, batch: Dic
     - entropy_coeff * mean(entropy) [+ kl_coeff * KL(old || new)].
 
     r = pi / pi_old is estimated as clamp(mu / pi_old, 0, 2) * pi / mu, mu being the
-    behaviour policy that sampled (as the reference), A and vs V-trace's.
+    behaviour policy that sampled (as RLlib 1.x's `appo_torch_policy.py`), A and vs V-trace's.
     """
     cfg = policy.config
     logits, _ = model_forward(model, batch)

@@ -40,7 +40,7 @@ class CQLTrainer(SACTrainer):
     """Conservative Q-Learning (continuous actions), usually on offline `input`.
 
     Update rate: with `training_intensity` None, one update of `train_batch_size` per row
-    read (the reference does one per batch read, which ties the update rate to how the
+    read (RLlib 1.x's CQL does one per batch read, which ties the update rate to how the
     data's lines were cut); a number: replayed rows per row read, as for SAC.
     """
 

@@ -62,8 +62,8 @@ def cql_losses(policy: "CQLTorchPolicy", model: SACModel, dist_class, batch: Dic
     """CQL's losses on one batch of logged transitions.
 
     critic: SAC's 0.5 * E[(Q_i(s, a) - y)^2] per Q-net with y = r + gamma^n * (1 - terminated)
-        * min_i Q'_i(s', a'), a' ~ pi(.|s') (no entropy term in the target, as the reference's
-        CQL), plus per Q-net min_q_weight * gap_i (times alpha' and minus lagrangian_thresh
+        * min_i Q'_i(s', a'), a' ~ pi(.|s') (no entropy term in the target, as RLlib 1.x's
+        `cql_torch_policy.py`), plus per Q-net min_q_weight * gap_i (times alpha' and minus lagrangian_thresh
         with `lagrangian`), gap_i = `conservative_gap` over `num_actions` uniform actions
         (minus log of their density), `num_actions` actions of pi(.|s) and of pi(.|s')
         (minus their log-probabilities), all evaluated at s;
@@ -190,7 +190,7 @@ class CQLTorchPolicy(SACTorchPolicy):
     def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
         optimizers = super().make_optimizers()
         if self.config["lagrangian"]:
-            # The reference steps alpha' with the critic's learning rate.
+            # alpha' steps with the critic's learning rate, as in RLlib 1.x's `cql_torch_policy.py` (no key of its own).
             optimizers["alpha_prime"] = self.make_adam([self.model.log_alpha_prime],
                                                        lr=self.config["optimization"]["critic_learning_rate"],
                                                        eps=1e-7)

@@ -18,7 +18,7 @@ VTRACE_KEYS: List[ConfigKey] = [
       "targets (None: no clip).", optional(number_above(0), "no clip")),
     K("vtrace_clip_pg_rho_threshold", 1.0, "The clip of the importance weights in the policy-gradient advantages "
       "(None: no clip).", optional(number_above(0), "no clip")),
-    K("vtrace_drop_last_ts", False, "The reference's drop of each fragment's last timestep (it had no next "
+    K("vtrace_drop_last_ts", False, "RLlib 1.x's drop of each fragment's last timestep (it had no next "
       "observation to bootstrap from); only False: rlfleet bootstraps it from its next observation and learns on it.",
       not_available("the last timestep of a fragment is bootstrapped from its next observation, not dropped",
                     False)),
