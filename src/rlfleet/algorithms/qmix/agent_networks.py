@@ -2,7 +2,7 @@
 observation with its one-hot index (so that shared weights can still act differently per
 member). `agent_network` chooses:
 
-- `"gru"` (the default, the reference's): fc -> ReLU -> GRU -> fc, all `model.lstm_cell_size`
+- `"gru"` (the default, the QMIX paper's and RLlib 1.x's): fc -> ReLU -> GRU -> fc, all `model.lstm_cell_size`
   wide (64). The memory of each member is carried through the episode while acting (the
   multi-agent sampler's per-agent state, rollout/agent_memory.py) and re-run over each
   replayed episode from its start in the loss.
@@ -24,7 +24,7 @@ AGENT_NETWORKS = ("gru", "mlp")
 
 
 class GRUAgentNetwork(nn.Module):
-    """fc -> ReLU -> GRU -> fc (the reference's fc1, GRUCell, fc2; one `nn.GRU` layer runs the
+    """fc -> ReLU -> GRU -> fc (RLlib 1.x's `RNNModel` fc1, GRUCell, fc2; one `nn.GRU` layer runs the
     same cell over a whole sequence at once).
 
     Args:

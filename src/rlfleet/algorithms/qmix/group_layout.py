@@ -7,7 +7,7 @@ as `original_space` on the Box the policy sees. A member's entry is either its o
 
 - `"obs"`: what the member's Q-network sees (required in a Dict);
 - `"state"`: the global state the mixer is conditioned on (optional; the members' states are
-  concatenated, as the reference does); without it the mixer sees every member's `"obs"`;
+  concatenated, as RLlib 1.x's `qmix_policy.py` does); without it the mixer sees every member's `"obs"`;
 - `"action_mask"` (`model.action_mask_key`): 1 = legal, 0 = illegal, one per action
   (optional).
 """

@@ -6,7 +6,7 @@ The loop is `OffPolicyTrainer.training_step` with sequence replay: every sampled
 stored whole (`batch_mode: complete_episodes`), one buffer row per episode (`buffer_size`
 counts episodes; an episode longer than `model.max_seq_len` is stored as consecutive
 pieces of that length). Each update replays
-`train_batch_size` episodes, as the reference's QMIX does. The agent network is a GRU by
+`train_batch_size` episodes, as RLlib 1.x's QMIX does. The agent network is a GRU by
 default (agent_networks.py), its memory run over each replayed episode from its start.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _mixer(v):
 
 def _agent_network(v):
     if v not in AGENT_NETWORKS:
-        raise InvalidValue("'gru' (fc -> GRU -> fc, the reference's) or 'mlp' (feed-forward, model.fcnet_hiddens)")
+        raise InvalidValue("'gru' (fc -> GRU -> fc, RLlib 1.x's) or 'mlp' (feed-forward, model.fcnet_hiddens)")
     return v
 
 
@@ -41,26 +41,26 @@ _DQN = {key.name: key for key in DQN_KEYS}
 
 _UNAVAILABLE = {
     "prioritized_replay": K("prioritized_replay", False, "Prioritized replay; QMIX replays episodes uniformly, as "
-                            "the reference.", not_available("needs episode priorities", False)),
+                            "RLlib 1.x's QMIX.", not_available("needs episode priorities", False)),
     "n_step": K("n_step", 1, "QMIX learns one-step targets.", not_available("needs n-step team returns", 1)),
     "replay_burn_in": K("replay_burn_in", 0, "QMIX replays whole episodes: no burn-in.",
                         not_available("needs sequences cut inside episodes", 0)),
     "zero_init_states": K("zero_init_states", False, "Replayed pieces start from the memory they acted with (False: "
-                          "an episode's first piece from the initial zeros, as the reference's whole episodes; a "
+                          "an episode's first piece from the initial zeros, as RLlib 1.x's whole episodes; a "
                           "later piece of an episode longer than model.max_seq_len from where the previous one "
                           "ended) or from zeros (True).", boolean),
 }
 
 ALGO_KEYS: List[ConfigKey] = [
-    # The reference's QMIX rows that are DQN's too (epsilon-greedy over 10k steps, lr 5e-4, ...).
+    # RLlib 1.x's QMIX defaults that are DQN's too (epsilon-greedy over 10k steps, lr 5e-4, ...).
     *(_DQN[name] for name in ("exploration_config", "evaluation_config", "timesteps_per_iteration", "lr",
                               "rollout_fragment_length", "num_workers", "min_iter_time_s", "lr_schedule")),
-    override("train_batch_size", 32, "Episodes replayed per update (the reference's QMIX counts stored items)."),
+    override("train_batch_size", 32, "Episodes replayed per update (RLlib 1.x's QMIX counts stored items)."),
     override("batch_mode", "complete_episodes"),
-    # The reference's agent network is fc(64) -> GRU(64) -> fc; the MLP ("mlp"): two ReLU
+    # RLlib 1.x's agent network (as the QMIX paper's) is fc(64) -> GRU(64) -> fc; the MLP ("mlp"): two ReLU
     # layers of its width.
     K("agent_network", "gru", "The members' shared Q-network: 'gru' (fc -> GRU -> fc, model.lstm_cell_size wide, "
-      "its memory carried through each episode: the reference's) or 'mlp' (ReLU layers of model.fcnet_hiddens, no "
+      "its memory carried through each episode: RLlib 1.x's) or 'mlp' (ReLU layers of model.fcnet_hiddens, no "
       "memory).", _agent_network),
     override("model.lstm_cell_size", 64),
     override("model.fcnet_hiddens", [64, 64]),
@@ -94,7 +94,7 @@ class QMIXTrainer(SequenceReplayTrainer):
         for key in ("use_lstm", "use_attention"):
             if config["model"].get(key):
                 raise ValueError(f"'model.{key}': True does not apply to QMIX: its agent network is chosen with "
-                                 "'agent_network' ('gru', the default and the reference's, or 'mlp'); leave "
+                                 "'agent_network' ('gru', the default and RLlib 1.x's, or 'mlp'); leave "
                                  f"model.{key} False")
 
     def replay_batch_items(self) -> int:

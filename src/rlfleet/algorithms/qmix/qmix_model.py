@@ -2,7 +2,7 @@
 group, a mixer that combines their chosen Q-values into the team's, and target copies of both.
 
 - the agent network (agent_networks.py): fed a member's observation and its one-hot index (so
-  that shared weights can still act differently per member); a GRU (the reference's) or an MLP.
+  that shared weights can still act differently per member); a GRU (the paper's and RLlib 1.x's) or an MLP.
 - `QMixer`: hypernetworks conditioned on the global state give non-negative weights, so the
   team's Q-value is monotonic in every member's (the argmax of each member is the team's).
 - `VDNMixer`: the sum of the members' Q-values (Sunehag et al. 2017).
@@ -23,7 +23,7 @@ from rlfleet.models.torch_model import TorchModel
 
 
 class QMixer(nn.Module):
-    """The monotonic mixing network (one hypernetwork layer per weight, as the reference)."""
+    """The monotonic mixing network (one hypernetwork layer per weight, as RLlib 1.x's `mixers.py`)."""
 
     def __init__(self, n_agents: int, state_dim: int, embed_dim: int):
         super().__init__()

@@ -95,7 +95,7 @@ class QMIXTorchPolicy(TorchPolicy):
     def __init__(self, observation_space, action_space, config, **kwargs):
         # A clear error before any network is built.
         GroupLayout(observation_space, action_space, config["model"].get("action_mask_key") or "action_mask")
-        # The reference's name for the gradient-norm clip the learning loop applies.
+        # RLlib 1.x's QMIX configs name the gradient-norm clip `grad_norm_clipping`; the loop reads grad_clip.
         super().__init__(observation_space, action_space, dict(config, grad_clip=config["grad_norm_clipping"]),
                          **kwargs)
         # Replayed sequences arrive laid out already ([S, T, ...]): nothing for the learning loop to flatten.
@@ -130,7 +130,7 @@ class QMIXTorchPolicy(TorchPolicy):
         with torch.inference_mode():
             q, state_out = self.model({SB.OBS: obs.to(self.device)}, [s.to(self.device) for s in state], None)
             q = q.cpu()
-            # Each member explores on its own (the reference's per-agent epsilon-greedy).
+            # Each member explores on its own (RLlib 1.x's QMIX folds members into the batch for epsilon-greedy).
             dist = self.dist_class(q.reshape(-1, num_actions), self.model)
             actions, _ = self.exploration.get_exploration_action(dist, explore, timestep, self.generator)
         b = len(obs)
