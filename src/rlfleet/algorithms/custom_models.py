@@ -1,10 +1,10 @@
 """`model.custom_model` for algorithms that build their own networks.
 
-DQN (and SimpleQ, APEX) builds the user's model as the Q-network's base, as the reference does:
-the custom model turns observations into `num_outputs` features and the algorithm adds its
-Q heads (dueling, distributional, noisy) on top. The width of those features is the reference's
-choice: the last of `[256] + fcnet_hiddens` when the heads have `hiddens`, else the number of
-actions.
+DQN (and SimpleQ, APEX) builds the user's model as the Q-network's base, as RLlib 1.x's DQN
+does (`build_q_model`), so custom models written for it fit: the custom model turns observations
+into `num_outputs` features and the algorithm adds its Q heads (dueling, distributional, noisy)
+on top. The width of those features is RLlib 1.x's choice: the last of `[256] + fcnet_hiddens`
+when the heads have `hiddens`, else the number of actions.
 
 SAC, CQL, DDPG, TD3 and APEX_DDPG build their policy and Q networks from their own keys
 (`policy_model` / `Q_model`, `actor_hiddens` / `critic_hiddens`); a custom model there would be

@@ -1,8 +1,8 @@
 """The replay keys of the off-policy algorithms (DQN, SAC, DDPG, TD3), declared once.
 
 Each key is a ``ConfigKey`` with DQN's default; an algorithm takes them with its own
-defaults through ``replay_keys(buffer_size=..., ...)``. ``replay_buffer_config`` (the
-reference's newer spelling) is checked with the checks of the keys it stands for, and
+defaults through ``replay_keys(buffer_size=..., ...)``. ``replay_buffer_config`` (later
+RLlib 1.x releases' spelling) is checked with the checks of the keys it stands for, and
 ``normalize_replay_config`` folds it into those keys once the values are checked.
 """
 from __future__ import annotations

@@ -57,7 +57,7 @@ def sequence_tensors(policy, batch: SampleBatch, columns: Sequence[str]) -> Dict
 
 def sequence_states(policy, batch: Dict[str, torch.Tensor]) -> List[torch.Tensor]:
     """The memory each replayed sequence starts from: the stored state, or zeros with
-    `zero_init_states` (the reference's default)."""
+    `zero_init_states` (RLlib 1.x's R2D2 and RNNSAC default)."""
     states = [batch[f"state_in_{k}"] for k in range(policy.num_state_tensors())]
     return [torch.zeros_like(s) for s in states] if policy.config["zero_init_states"] else states
 

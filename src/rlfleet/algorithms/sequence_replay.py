@@ -4,7 +4,7 @@ trainer whose buffers hold sequences (replay/sequences.py) instead of transition
 Each sampled episode is cut into sequences of `replay_burn_in + model.max_seq_len` rows that
 overlap by the burn-in; one buffer row per sequence. `buffer_size` counts sequences and
 `train_batch_size` counts steps: each update replays
-`train_batch_size // (replay_burn_in + max_seq_len)` sequences, as in the reference.
+`train_batch_size // (replay_burn_in + max_seq_len)` sequences, as in RLlib 1.x's R2D2.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def sequence_length(config: dict) -> int:
 
 
 def sequences_per_batch(config: dict) -> int:
-    """Sequences replayed per update: `train_batch_size` counts steps, as in the reference."""
+    """Sequences replayed per update: `train_batch_size` counts steps, as in RLlib 1.x's R2D2."""
     return max(1, config["train_batch_size"] // sequence_length(config))
 
 

@@ -36,7 +36,7 @@ UCB_KEYS: List[ConfigKey] = BANDIT_KEYS + [
 
 TS_KEYS: List[ConfigKey] = BANDIT_KEYS + [
     K("posterior_scale", 1.0, "LinTS: scale of the posterior's spread (v in Agrawal & Goyal 2013; 1: the "
-      "reference's unit-noise posterior); raise it for rewards of a large scale.", number_in(0)),
+      "unit-noise posterior of RLlib 1.x's LinTS); raise it for rewards of a large scale.", number_in(0)),
 ]
 
 

@@ -19,8 +19,8 @@ from rlfleet.utils.ray_utils import is_worker_failure, ray_in_use
 
 K = ConfigKey
 
-# The reference's DD-PPO defaults over PPO's; `num_workers` 2 (there is no learner without
-# remote workers) and `num_gpus_per_worker` 0 (the reference: 1) so that the defaults run on
+# RLlib 1.x's DD-PPO defaults over PPO's (`rllib/agents/ppo/ddppo.py`); `num_workers` 2 (there is no
+# learner without remote workers) and `num_gpus_per_worker` 0 (RLlib 1.x: 1) so that the defaults run on
 # any machine.
 ALGO_KEYS: List[ConfigKey] = with_defaults([k for k in PPO_KEYS if k.name != "kl_target"], {
     "rollout_fragment_length": 100,

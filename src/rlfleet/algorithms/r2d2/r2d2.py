@@ -33,11 +33,11 @@ _UNAVAILABLE = {
 
 ALGO_KEYS: List[ConfigKey] = [
     _UNAVAILABLE.get(key.name, key) for key in with_defaults(DQN_KEYS, {
-        # The reference's R2D2 rows (num_workers stays 0: the embedded default, see DESIGN.md).
+        # RLlib 1.x's R2D2 defaults (`rllib/agents/dqn/r2d2.py`; num_workers stays rlfleet's 0, see DESIGN.md).
         "lr": 1e-4, "gamma": 0.997, "train_batch_size": 64 * 20, "adam_epsilon": 1e-3,
         "batch_mode": "complete_episodes", "buffer_size": 100000, "prioritized_replay": False,
         "target_network_update_freq": 2500,
-        # R2D2 is recurrent by definition: the reference's users set it in every config.
+        # R2D2 is recurrent by definition (Kapturowski et al. 2019), so its LSTM is on by default.
         "model.use_lstm": True,
     })
 ] + sequence_replay_keys() + [

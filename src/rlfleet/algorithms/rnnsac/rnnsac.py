@@ -1,5 +1,5 @@
 """RNNSAC: Soft Actor-Critic with a recurrent actor and recurrent critics, learning from
-replayed sequences with burn-in (the reference's RNNSAC). Box and Discrete actions.
+replayed sequences with burn-in (RLlib 1.x's `rllib/agents/sac/rnnsac.py`). Box and Discrete actions.
 
 The loop is `OffPolicyTrainer.training_step` with sequence replay (`SequenceReplayTrainer`,
 replay/sequences.py). `policy_model` and `Q_model` give each network its feature layers and
@@ -29,7 +29,7 @@ def _memory_keys(name: str, what: str) -> List[ConfigKey]:
 
 
 ALGO_KEYS: List[ConfigKey] = with_defaults(SAC_KEYS, {
-    # The reference's RNNSAC rows.
+    # RLlib 1.x's RNNSAC default over SAC's (sequences are cut from whole episodes).
     "batch_mode": "complete_episodes",
 }) + _memory_keys("policy_model", "policy network") + _memory_keys("Q_model", "Q-networks") + sequence_replay_keys(
     "The policy's memory starts each replayed sequence from zeros (True) or from the state stored with it when "
