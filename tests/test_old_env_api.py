@@ -126,7 +126,7 @@ def test_old_multi_agent_dones_are_adapted_with_one_warning(caplog):
         env.step({"a": 1, "b": 1})
     assert terminateds == {"a": True, "b": True, "__all__": True}
     assert truncateds == {"a": False, "b": False, "__all__": False}
-    assert caplog.text.count("reference's API") == 1
+    assert caplog.text.count("RLlib 1.x's API") == 1
 
 
 def test_new_api_envs_get_their_own_methods_back_and_no_warning(caplog):
@@ -163,7 +163,7 @@ def test_an_old_multi_agent_env_trains_unchanged(tmp_path, caplog):
         finally:
             trainer.stop()
     assert result["episodes_this_iter"] >= 4 and result["episode_len_mean"] == 4
-    assert caplog.text.count("reference's API") == 1
+    assert caplog.text.count("RLlib 1.x's API") == 1
 
 
 def test_an_old_gym_env_runs_as_remote_envs_and_in_remote_workers(ray_session, tmp_path):
