@@ -41,7 +41,7 @@ class ModelCatalog:
     @staticmethod
     def register_custom_preprocessor(name: str, preprocessor_class: type) -> None:
         """Deprecated as in RLlib 1.x (custom preprocessors can clash with the built-in ones; use a
-        gymnasium.ObservationWrapper): registers a `Preprocessor` subclass as `model.custom_preprocessor` name."""
+        gymnasium.ObservationWrapper): makes a `Preprocessor` subclass a `model.custom_preprocessor` choice."""
         from rlfleet.models.preprocessors import register_custom_preprocessor
 
         register_custom_preprocessor(name, preprocessor_class)

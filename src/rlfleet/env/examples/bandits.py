@@ -83,8 +83,8 @@ class WheelBandit(_OneStepBandit):
     the arm of the context's quadrant (1: x>=0,y>=0; 2: x<0,y>=0; 3: x<0,y<0; 4: x>=0,y<0)
     pays `mu_3`. Rewards carry N(0, `std`^2) noise.
 
-    env_config keys (defaults: the wheel of Riquelme et al. 2018, arXiv:1802.09127, as RLlib 1.x's
-    `WheelBanditEnv` sets it): `delta` 0.5, `mu_1` 1.2, `mu_2` 1.0, `mu_3` 50.0, `std` 0.01.
+    env_config keys (defaults: the wheel bandit of Riquelme et al. 2018, arXiv:1802.09127, as
+    RLlib 1.x's `WheelBanditEnv` sets them): `delta` 0.5, `mu_1` 1.2, `mu_2` 1.0, `mu_3` 50.0, `std` 0.01.
     """
 
     def __init__(self, env_config: Optional[dict] = None):
