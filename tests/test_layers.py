@@ -30,7 +30,7 @@ LAYERS: List[Tuple[int, Tuple[str, ...]]] = [
     (1, ("rlfleet.models", "rlfleet.fast", "rlfleet.env", "rlfleet.exploration")),
     (2, ("rlfleet.policy",)),
     (3, ("rlfleet.rollout", "rlfleet.replay", "rlfleet.offline", "rlfleet.config")),
-    (4, ("rlfleet.trainer", "rlfleet.trainer_policies", "rlfleet.trainer_checks", "rlfleet.evaluation", "rlfleet.evaluate_checkpoint", "rlfleet.checkpoint",
+    (4, ("rlfleet.trainer", "rlfleet.trainer_policies", "rlfleet.trainer_state", "rlfleet.trainer_checks", "rlfleet.evaluation", "rlfleet.evaluate_checkpoint", "rlfleet.checkpoint",
          "rlfleet.resources", "rlfleet.logger", "rlfleet.run_folder", "rlfleet.result_values",
          "rlfleet.progress", "rlfleet.plot", "rlfleet.fault_tolerance", "rlfleet.acting", "rlfleet.serving",
          "rlfleet.league")),
