@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlfleet.algorithms.maddpg import MADDPGTrainer, agent_policy_id, maddpg_policies
-from rlfleet.algorithms.maddpg.example_envs import MatchTargetEnv, SimpleSpeakerListener
+from rlfleet.env.examples.maddpg_envs import MatchTargetEnv, SimpleSpeakerListener
 from rlfleet.algorithms.maddpg.joint_batch import joint_transitions
 from rlfleet.algorithms.maddpg.maddpg_policy import column
 from rlfleet.policy.policy_spec import PolicySpec

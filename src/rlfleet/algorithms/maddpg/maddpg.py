@@ -14,8 +14,8 @@ from typing import Any, Dict, List
 from rlfleet.algorithms.maddpg.agent_policies import fill_agent_policies
 from rlfleet.algorithms.maddpg.joint_batch import joint_transitions
 from rlfleet.algorithms.maddpg.maddpg_policy import MADDPGTorchPolicy, column
-from rlfleet.algorithms.off_policy import OffPolicyTrainer, make_replay_buffer
-from rlfleet.algorithms.replay_keys import replay_keys
+from rlfleet.algorithms.common.off_policy import OffPolicyTrainer, make_replay_buffer
+from rlfleet.algorithms.common.replay_keys import replay_keys
 from rlfleet.config import (ConfigKey, activation, algorithm_config, boolean, int_at_least, not_available,
                             number_above, number_in, one_of, optional, override, positive_int_list)
 from rlfleet.policy.sample_batch import MultiAgentBatch

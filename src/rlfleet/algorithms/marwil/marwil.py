@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from rlfleet.algorithms.marwil.marwil_policy import MARWILTorchPolicy
-from rlfleet.algorithms.multi_agent import SingleUpdateTrainer
+from rlfleet.algorithms.common.multi_agent import SingleUpdateTrainer
 from rlfleet.config import ConfigKey, algorithm_config, finite_number, number_in, optional, number_above, override
 
 K = ConfigKey

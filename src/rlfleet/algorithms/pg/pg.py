@@ -5,7 +5,7 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from rlfleet.algorithms.multi_agent import SingleUpdateTrainer
+from rlfleet.algorithms.common.multi_agent import SingleUpdateTrainer
 from rlfleet.config import ConfigKey, algorithm_config, override
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward

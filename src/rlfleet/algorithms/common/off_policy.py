@@ -24,8 +24,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from rlfleet.algorithms.replay_keys import normalize_replay_config
-from rlfleet.algorithms.sampling import synchronous_parallel_sample
+from rlfleet.algorithms.common.replay_keys import normalize_replay_config
+from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlfleet.utils.seeding import derive_seed
 from rlfleet.replay import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer, n_step_transitions

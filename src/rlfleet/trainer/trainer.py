@@ -29,15 +29,15 @@ from rlfleet.env.old_api import with_old_api_adapters
 from rlfleet.env.registry import resolve_env
 from rlfleet.env.task_settable import apply_env_task_fn
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
-from rlfleet.evaluation import Evaluator
-from rlfleet.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
-from rlfleet.logger import UnifiedLogger, make_logdir, sys_usage
-from rlfleet.trainer_checks import check_models_fit_spaces, check_required_fast_paths
-from rlfleet.resources import ResourceRequest, configure_driver, default_resource_request
+from rlfleet.trainer.evaluation import Evaluator
+from rlfleet.trainer.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
+from rlfleet.results.logger import UnifiedLogger, make_logdir, sys_usage
+from rlfleet.trainer.trainer_checks import check_models_fit_spaces, check_required_fast_paths
+from rlfleet.trainer.resources import ResourceRequest, configure_driver, default_resource_request
 from rlfleet.rollout.metrics import EpisodeWindow, merge_perf, summarize_episodes
 from rlfleet.rollout.worker_set import WorkerSet
-from rlfleet.trainer_policies import TrainerPolicies
-from rlfleet.trainer_state import TrainerState
+from rlfleet.trainer.trainer_policies import TrainerPolicies
+from rlfleet.trainer.trainer_state import TrainerState
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class Trainer(TrainerState, TrainerPolicies):
 
     @classmethod
     def default_resource_request(cls, config: dict) -> ResourceRequest:
-        """The resources this trainer needs with `config` (see `rlfleet.resources`): the
+        """The resources this trainer needs with `config` (see `rlfleet.trainer.resources`): the
         driver, each remote worker, each evaluation worker when evaluation is on.
 
         Args:
