@@ -124,7 +124,7 @@ class OffPolicyTrainer(Trainer):
         """Agent steps a replayed batch holds (one per transition here)."""
         return replayed.count
 
-    def _learn_from_replay(self, policy, buffer, sampled: int) -> Dict[str, Any]:
+    def _replay_update(self, policy, buffer, sampled: int) -> Dict[str, Any]:
         """One update of `policy` on a batch replayed from `buffer`; refreshes priorities."""
         cfg = self.config
         replayed = buffer.sample(self.replay_batch_items(), beta=self.beta_schedule(sampled))
@@ -154,7 +154,7 @@ class OffPolicyTrainer(Trainer):
         """One update: each policy of `policy_ids` learns on a batch replayed from its own
         buffer (`_last_infos` keeps its stats)."""
         for pid in policy_ids:
-            self._last_infos[pid] = self._learn_from_replay(self.get_policy(pid), self.replay_buffers[pid], sampled)
+            self._last_infos[pid] = self._replay_update(self.get_policy(pid), self.replay_buffers[pid], sampled)
 
     def training_step(self) -> Dict[str, Any]:
         cfg = self.config
