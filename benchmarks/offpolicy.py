@@ -66,7 +66,7 @@ def replay_throughput(capacity: int, batch: int, rounds: int = 2000) -> None:
 def time_to_threshold(algos) -> None:
     import yaml
 
-    from rlfleet.algorithms.registry import get_trainer_class
+    from rlfleet.registry import get_trainer_class
 
     root = os.path.join(os.path.dirname(__file__), "..", "tuned_examples")
     for algo in algos:

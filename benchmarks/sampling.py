@@ -305,7 +305,7 @@ def _spread(values: List[float], fmt: str) -> str:
 def make_worker_set(num_workers: int, num_envs: int, seed: int = 0, before: bool = False):
     """A WorkerSet sampling CartPole-v1: the local worker (0) or `num_workers` remote ones."""
     from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
-    from rlfleet.algorithms.sampling import synchronous_parallel_sample
+    from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
     from rlfleet.config import merge_configs, validate_config
     from rlfleet.env.registry import resolve_env
     from rlfleet.rollout.worker_set import WorkerSet
@@ -370,7 +370,7 @@ def worker_set_rate(workers, total_steps: int) -> Tuple[float, float]:
     """Total env steps/s of `synchronous_parallel_sample`, as in training, and the CPU share
     the busiest sampling process got meanwhile (1.0: a whole core; below it, the machine's
     other load took the rest)."""
-    from rlfleet.algorithms.sampling import synchronous_parallel_sample
+    from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
 
     def cpu() -> List[float]:  # read outside the timed window
         if workers.num_remote_workers():

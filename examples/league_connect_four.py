@@ -26,7 +26,7 @@ from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.env.pettingzoo import PettingZooEnv
 from rlfleet.env.registry import register_env
 from rlfleet.league import LeagueCallbacks, LeagueSettings
-from rlfleet.league.connect_four import ConnectFourHeuristicPolicy, heuristic_player, loss_reason
+from rlfleet.policy.examples.connect_four import ConnectFourHeuristicPolicy, heuristic_player, loss_reason
 from rlfleet.league.matches import play_games, policy_player, random_legal_player
 from rlfleet.policy.policy_spec import PolicySpec
 

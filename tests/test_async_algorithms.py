@@ -16,7 +16,7 @@ from rlfleet.algorithms.a2c import A2CTrainer
 from rlfleet.algorithms.a3c import A3CTrainer
 from rlfleet.algorithms.appo import APPOTrainer
 from rlfleet.algorithms.impala import ImpalaTrainer
-from rlfleet.algorithms.vtrace import segment_ends, vtrace
+from rlfleet.algorithms.common.vtrace import segment_ends, vtrace
 from rlfleet.config import DEFAULT_POLICY_ID
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.postprocessing import compute_advantages

@@ -225,7 +225,7 @@ def test_off_policy_round_trip(algo, env, config, tmp_path):
     """Every landed off-policy algorithm: policy state (weights, target nets, every optimizer,
     RNG, exploration) comes back; with store_buffer_in_checkpoints the replay buffer too, and
     two trainers restored from one checkpoint then train identically."""
-    from rlfleet.algorithms.registry import get_trainer_class
+    from rlfleet.registry import get_trainer_class
 
     cls = get_trainer_class(algo)
     config = dict(config, store_buffer_in_checkpoints=True)

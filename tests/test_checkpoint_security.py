@@ -246,7 +246,7 @@ def test_logger_class_paths_are_checked_too(planted, tmp_path, value):
     # A trusted class built from a nested dict would resolve the nested string in turn.
     ({"env": {"__callable__": "rlfleet.algorithms.ppo.ppo:PPOTrainer"}, "env_config": {"env": "evil_mod:EvilEnv"}},
      "env_config.env", "evil_mod:EvilEnv"),
-    ({"logger_config": {"type": "rlfleet.logger.UnifiedLogger", "logger_config": {"type": ["evil_mod.Logger"]}}},
+    ({"logger_config": {"type": "rlfleet.results.logger.UnifiedLogger", "logger_config": {"type": ["evil_mod.Logger"]}}},
      "logger_config.logger_config.type[0]", "evil_mod.Logger"),
 ], ids=["trainer-as-env", "nested-logger"])
 def test_nested_import_strings_are_checked(planted, tmp_path, entries, key, shown):

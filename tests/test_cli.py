@@ -12,7 +12,7 @@ import pytest
 
 from rlfleet import cli
 from rlfleet.cli import common as cli_common
-from rlfleet.logger import make_logdir
+from rlfleet.results.logger import make_logdir
 
 
 class FakeTrainer:

@@ -728,7 +728,7 @@ def test_override_and_with_defaults():
 def test_registry_imports_nothing_of_rlfleet_and_is_reexported():
     import ast
 
-    import rlfleet.algorithms.registry as old_place
+    import rlfleet.algorithms.registry as old_place  # old module path: kept (it must still import)
     import rlfleet.registry as registry
 
     tree = ast.parse(Path(registry.__file__).read_text())

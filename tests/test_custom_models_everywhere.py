@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlfleet.algorithms.custom_models import CustomModelTrunk
+from rlfleet.algorithms.common.custom_models import CustomModelTrunk
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.models.torch_model import TorchModel
 from rlfleet.registry import get_trainer_class
@@ -75,7 +75,7 @@ def test_dqn_builds_the_custom_model_as_its_base_and_learns_through_it(algo, tmp
 def test_custom_trunk_without_q_hiddens_outputs_one_feature_per_action():
     import gymnasium as gym
 
-    from rlfleet.algorithms.custom_models import custom_trunk_width
+    from rlfleet.algorithms.common.custom_models import custom_trunk_width
 
     assert custom_trunk_width({"fcnet_hiddens": [64, 32]}, [256], 2) == 32
     assert custom_trunk_width({"fcnet_hiddens": []}, [256], 2) == 256

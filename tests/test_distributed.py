@@ -16,7 +16,7 @@ import pytest
 
 from rlfleet.algorithms.pg import PGTrainer
 from rlfleet.algorithms.ppo import PPOTrainer
-from rlfleet.algorithms.sampling import synchronous_parallel_sample
+from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
 from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.config import DEFAULT_POLICY_ID
 from rlfleet.trainer import Trainer, WorkerFailureError

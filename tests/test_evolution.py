@@ -11,7 +11,7 @@ from rlfleet.algorithms.ars import ARSTrainer
 from rlfleet.algorithms.es import ESTrainer
 from rlfleet.algorithms.evolution import (Collection, FlatMLPActor, RolloutResult, SharedNoiseTable, centered_ranks,
                                           get_flat, make_noise, set_flat, weighted_noise_sum)
-from rlfleet.fault_tolerance import WorkerFailureError
+from rlfleet.trainer.fault_tolerance import WorkerFailureError
 from tests.helpers import train_until
 from tests.test_algorithm_smoke import ACTION_SPACES, ActionSpaceEnv
 

@@ -1,14 +1,25 @@
 """The folder layout is the architecture: a module never imports one of a higher layer.
 
 utils <- models, fast, env, exploration <- policy <- rollout, replay, offline, config
-<- trainer, evaluation, checkpoint, ... <- algorithms <- tune, cli
+<- trainer/, results/, checkpoint/, serving/, league/ <- algorithms/ <- tune, cli
 
-(DESIGN.md's layer line.) Two top-level modules sit on layer 0 beside utils: `registry.py`
-(algorithm names -> trainer classes, by module path string) and `callbacks.py`
-(DefaultCallbacks). Every layer uses them (the config names algorithms, workers and the
-trainer call callbacks), and they can be everyone's dependency because they import nothing
-of rlfleet at all (checked below). `fast/` (NumPy maths of the fused updates) sits on the
-models layer and imports only utils and itself.
+(DESIGN.md's layer line.) Each layer is a set of folders; the only modules left loose at
+the package root are entry points that every layer may reach or that reach every layer
+(`test_only_entry_points_sit_at_the_package_root`):
+- layer 0, beside utils: `registry.py` (algorithm names -> trainer classes, by module path
+  string), `callbacks.py` (DefaultCallbacks) and `module_aliases.py` (old import paths of
+  moved modules, run by `import rlfleet`). Every layer uses them (the config names
+  algorithms, workers and the trainer call callbacks, every import may go through an old
+  path), and they can be everyone's dependency because they import nothing of rlfleet at
+  all (checked below);
+- layer 6: `tune.py`, the Ray Tune entry point beside the CLI (`cli/`);
+- `__init__.py`, which exports names lazily and imports only `module_aliases` eagerly.
+`fast/` (NumPy maths of the fused updates) sits on the models layer and imports only utils
+and itself. `algorithms/` holds one package per algorithm plus `algorithms/common/` (the
+loops and helpers several share) and `algorithms/evolution/` (what ES and ARS share).
+Examples sit in the layer of what they extend: example envs in `env/examples/`, scripted
+players (they subclass `Policy`) in `policy/examples/`; the library names them only by string
+(configs, YAML), never imports them.
 
 Every `import` / `from ... import` of an rlfleet module counts, at module level or inside
 a function (a deferred import is still a dependency). Imports by string (`importlib`, the
@@ -26,23 +37,24 @@ PACKAGE = SRC / "rlfleet"
 
 # The first matching prefix decides a module's layer.
 LAYERS: List[Tuple[int, Tuple[str, ...]]] = [
-    (0, ("rlfleet.utils", "rlfleet.registry", "rlfleet.callbacks")),
+    (0, ("rlfleet.utils", "rlfleet.registry", "rlfleet.callbacks", "rlfleet.module_aliases")),
     (1, ("rlfleet.models", "rlfleet.fast", "rlfleet.env", "rlfleet.exploration")),
     (2, ("rlfleet.policy",)),
     (3, ("rlfleet.rollout", "rlfleet.replay", "rlfleet.offline", "rlfleet.config")),
-    (4, ("rlfleet.trainer", "rlfleet.trainer_policies", "rlfleet.trainer_checks", "rlfleet.evaluation", "rlfleet.evaluate_checkpoint", "rlfleet.checkpoint",
-         "rlfleet.resources", "rlfleet.logger", "rlfleet.run_folder", "rlfleet.result_values",
-         "rlfleet.progress", "rlfleet.plot", "rlfleet.fault_tolerance", "rlfleet.acting", "rlfleet.serving",
-         "rlfleet.league")),
+    (4, ("rlfleet.trainer", "rlfleet.results", "rlfleet.checkpoint", "rlfleet.serving", "rlfleet.league")),
     (5, ("rlfleet.algorithms",)),
     (6, ("rlfleet.tune", "rlfleet.cli")),
 ]
+
+# The modules loose at the package root (every other module sits in a layer's folder): see above.
+ROOT_MODULES = {"__init__.py", "registry.py", "callbacks.py", "module_aliases.py", "tune.py"}
 
 
 # Modules held to a narrower rule than their layer: the rlfleet modules they may import.
 ONLY_IMPORTS: Dict[str, Tuple[str, ...]] = {
     "rlfleet.registry": (),
     "rlfleet.callbacks": (),
+    "rlfleet.module_aliases": (),
     "rlfleet.fast": ("rlfleet.utils", "rlfleet.fast"),
 }
 
@@ -93,11 +105,26 @@ def test_no_module_imports_a_higher_layer():
 
 
 def test_the_package_root_imports_nothing_eagerly():
-    # `import rlfleet` must stay fast and must not pull Ray or torch-heavy layers in.
+    # `import rlfleet` must stay fast and must not pull Ray or torch-heavy layers in: its only
+    # eager import is `module_aliases`, which imports nothing of rlfleet (ONLY_IMPORTS).
     tree = ast.parse((PACKAGE / "__init__.py").read_text())
-    eager = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+    eager = [(getattr(n, "module", None), [a.name for a in n.names]) for n in tree.body
+             if isinstance(n, (ast.Import, ast.ImportFrom))
              and any((getattr(n, "module", None) or a.name).startswith("rlfleet") for a in n.names)]
-    assert not eager
+    assert eager == [("rlfleet", ["module_aliases"])]
+
+
+def test_only_entry_points_sit_at_the_package_root():
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose == ROOT_MODULES, ("a module at the package root belongs in a layer's folder (or, if it truly is "
+                                   f"an entry point, in ROOT_MODULES with its reason): {sorted(loose ^ ROOT_MODULES)}")
+
+
+def test_layers_name_folders_and_root_modules_that_exist():
+    for _, prefixes in LAYERS:
+        for prefix in prefixes:
+            path = SRC.joinpath(*prefix.split("."))
+            assert path.is_dir() or path.with_suffix(".py").is_file(), f"LAYERS names {prefix}, which does not exist"
 
 
 def test_the_layer_scan_catches_upward_imports(tmp_path):
@@ -125,7 +152,7 @@ def narrow_rule_violations(root: Path = SRC) -> List[str]:
     return found
 
 
-def test_registry_and_callbacks_import_nothing_of_rlfleet_and_fast_only_utils():
+def test_registry_callbacks_and_module_aliases_import_nothing_of_rlfleet_and_fast_only_utils():
     violations = narrow_rule_violations()
     assert not violations, "\n".join(violations)
 

@@ -427,7 +427,7 @@ def _board(mine=(), theirs=()):
 
 
 def test_the_heuristic_wins_when_it_can_blocks_when_it_must_and_is_random_otherwise():
-    from rlfleet.league.connect_four import heuristic_move
+    from rlfleet.policy.examples.connect_four import heuristic_move
 
     rng = np.random.default_rng(0)
     legal = np.ones(7, np.int8)
@@ -447,7 +447,7 @@ def test_the_heuristic_wins_when_it_can_blocks_when_it_must_and_is_random_otherw
 
 
 def test_loss_reasons_and_lost_games_replay():
-    from rlfleet.league.connect_four import heuristic_player, loss_reason
+    from rlfleet.policy.examples.connect_four import heuristic_player, loss_reason
     from rlfleet.league.matches import play_games, random_legal_player
 
     # Seat 0 stacks column 0 and seat 1 column 1: seat 1 never blocks, seat 0 wins on its fourth.
@@ -469,7 +469,7 @@ def test_loss_reasons_and_lost_games_replay():
 def test_a_scripted_fixed_member_plays_its_share_from_the_policy_map_and_never_trains(tmp_path):
     from rlfleet.algorithms.ppo import PPOTrainer
     from rlfleet.env.registry import register_env
-    from rlfleet.league.connect_four import ConnectFourHeuristicPolicy
+    from rlfleet.policy.examples.connect_four import ConnectFourHeuristicPolicy
     from rlfleet.policy.policy_spec import PolicySpec
 
     register_env("league_connect_four", CountingConnectFour.make)

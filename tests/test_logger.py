@@ -12,8 +12,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlfleet import logger as rl_logger
-from rlfleet.logger import (
+from rlfleet.results import logger as rl_logger
+from rlfleet.results.logger import (
     UnifiedLogger,
     default_results_dir,
     flatten_dict,
@@ -356,7 +356,7 @@ def test_logger_config_type_receives_every_result(tmp_path):
 
 
 def test_logger_config_list_of_types_and_own_folder(tmp_path):
-    from rlfleet.logger import CSVLogger
+    from rlfleet.results.logger import CSVLogger
 
     RecordingLogger.instances.clear()
     other = tmp_path / "elsewhere"
@@ -381,7 +381,7 @@ def test_bad_logger_config_names_the_key(tmp_path, bad, match):
 # Progress (rlfleet.progress)
 # --------------------------------------------------------------------------------------
 def test_stop_estimator_extrapolates_each_criterion():
-    from rlfleet.progress import StopEstimator, format_duration
+    from rlfleet.results.progress import StopEstimator, format_duration
 
     est = StopEstimator({"timesteps_total": 10000, "episode_reward_mean": 100, "training_iteration": 3})
     est.update({"time_total_s": 1.0, "timesteps_total": 1000, "episode_reward_mean": 10.0, "training_iteration": 1})
@@ -408,7 +408,7 @@ def test_progress_plain_lines_with_eta():
     import io
 
     from rlfleet.cli import format_progress
-    from rlfleet.progress import ProgressReporter
+    from rlfleet.results.progress import ProgressReporter
 
     out = io.StringIO()  # not a terminal: plain lines
     progress = ProgressReporter({"episode_reward_mean": 100, "info/learner/kl": 1.0}, format_progress, stream=out)
@@ -427,7 +427,7 @@ def test_progress_live_table():
     import io
 
     from rlfleet.cli import format_progress
-    from rlfleet.progress import ProgressReporter
+    from rlfleet.results.progress import ProgressReporter
 
     out = io.StringIO()
     progress = ProgressReporter({"timesteps_total": 5000, "info/learner/kl": 1.0}, format_progress, stream=out,
@@ -482,7 +482,7 @@ def test_cli_plot_writes_a_png_with_curves_and_bands(tmp_path, capsys):
 
 
 def test_plot_smoothing():
-    from rlfleet.plot import smooth
+    from rlfleet.results.plot import smooth
 
     out = smooth([1.0, 3.0, float("nan"), 5.0], 2)
     assert out == [1.0, 2.0, 3.0, 5.0]

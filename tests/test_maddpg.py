@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlfleet.algorithms.maddpg import MADDPGTrainer, agent_policy_id, maddpg_policies
-from rlfleet.algorithms.maddpg.example_envs import MatchTargetEnv, SimpleSpeakerListener
+from rlfleet.env.examples.maddpg_envs import MatchTargetEnv, SimpleSpeakerListener
 from rlfleet.algorithms.maddpg.joint_batch import joint_transitions
 from rlfleet.algorithms.maddpg.maddpg_policy import column
 from rlfleet.policy.policy_spec import PolicySpec
@@ -190,3 +190,12 @@ def test_remote_workers_sample_the_joint_replay(ray_session, tmp_path):
     assert result["num_healthy_workers"] == 1 and result["num_env_steps_trained"] > 0
     assert len(trainer.joint_buffer) == result["num_env_steps_sampled"]
     trainer.stop()
+
+
+def test_maddpg_keeps_the_off_policy_loop_and_replaces_only_its_steps():
+    # One loop for every replay trainer: MADDPG overrides what it stores and replays, not the loop.
+    from rlfleet.algorithms.common.off_policy import OffPolicyTrainer
+
+    assert "training_step" not in vars(MADDPGTrainer)
+    assert {"store", "ready_to_learn", "learn_from_replay"} <= set(vars(MADDPGTrainer))
+    assert MADDPGTrainer.training_step is OffPolicyTrainer.training_step

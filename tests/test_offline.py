@@ -292,3 +292,13 @@ def test_continuous_actions_are_normalized_when_read(tmp_path):
     assert np.allclose(batch[SB.ACTIONS].ravel(), [-1, -0.5, 0, 0.5, 1]) and SB.ADVANTAGES in batch
     trainer.train()
     trainer.stop()
+
+
+def test_pg_marwil_and_bc_share_one_training_step():
+    from rlfleet.algorithms.bc import BCTrainer
+    from rlfleet.algorithms.common.multi_agent import SingleUpdateTrainer
+    from rlfleet.algorithms.marwil import MARWILTrainer
+    from rlfleet.algorithms.pg import PGTrainer
+
+    for trainer_class in (PGTrainer, MARWILTrainer, BCTrainer):
+        assert trainer_class.training_step is SingleUpdateTrainer.training_step, trainer_class

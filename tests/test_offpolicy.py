@@ -12,7 +12,7 @@ from rlfleet.algorithms.ddpg import DEFAULT_CONFIG as DDPG_CONFIG
 from rlfleet.algorithms.ddpg import DDPGTorchPolicy, DDPGTrainer, ddpg_losses
 from rlfleet.algorithms.dqn import DEFAULT_CONFIG as DQN_CONFIG
 from rlfleet.algorithms.dqn import DQNTorchPolicy, DQNTrainer, SimpleQTrainer, dqn_loss, project_distribution
-from rlfleet.algorithms.registry import get_trainer_class
+from rlfleet.registry import get_trainer_class
 from rlfleet.algorithms.sac import DEFAULT_CONFIG as SAC_CONFIG
 from rlfleet.algorithms.sac import SACTorchPolicy, SACTrainer, sac_losses
 from rlfleet.algorithms.td3 import DEFAULT_CONFIG as TD3_CONFIG

@@ -11,7 +11,7 @@ import torch
 from rlfleet import register_env
 from rlfleet.algorithms.qmix import DEFAULT_CONFIG, QMIXTrainer, QMIXTorchPolicy, QMixer, VDNMixer
 from rlfleet.algorithms.qmix.group_layout import GroupLayout
-from rlfleet.algorithms.qmix.team_envs import two_step_team
+from rlfleet.env.examples.team_envs import two_step_team
 from rlfleet.config import merge_configs, validate_config
 from rlfleet.env.examples import TwoStepGame
 from rlfleet.env.multi_agent_env import ALL, MultiAgentEnv

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlfleet import module_aliases as _module_aliases
+
 __version__ = "0.1.0"
+
+_module_aliases.install()  # old import paths of moved modules keep working (module_aliases.py)
 
 _LAZY = {
     "Trainer": ("rlfleet.trainer", "Trainer"),

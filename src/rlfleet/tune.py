@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Union
 
-from rlfleet.resources import ResourceRequest
+from rlfleet.trainer.resources import ResourceRequest
 
 TUNE_INSTALL_HINT = "pip install 'rlfleet[tune]'"
 
@@ -77,7 +77,7 @@ class _NoLogger:
 def _logger_creator(logdir: str):
     """Inside Tune, Tune's callbacks write result.json / progress.csv / TensorBoard events;
     the trainer adds only the loggers its `logger_config.type` names."""
-    from rlfleet.logger import UnifiedLogger, logger_types
+    from rlfleet.results.logger import UnifiedLogger, logger_types
 
     def create(config: dict) -> Any:
         types = logger_types(config)
@@ -272,7 +272,7 @@ def run_experiments(experiments: Dict[str, Dict[str, Any]], *, verbose: int = 1)
         The Tune trials, experiment after experiment.
     """
     tune = import_tune()
-    from rlfleet.logger import default_results_dir
+    from rlfleet.results.logger import default_results_dir
     from rlfleet.utils.ray_utils import init_ray
 
     init_ray()

@@ -20,7 +20,7 @@ def _headless_rendering() -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from rlfleet.evaluate_checkpoint import evaluate_checkpoint
+    from rlfleet.trainer.evaluate_checkpoint import evaluate_checkpoint
 
     if args.episodes < 1:
         raise UsageError(f"argument --episodes: must be >= 1, got {args.episodes}")
@@ -43,7 +43,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from rlfleet.plot import plot_runs
+    from rlfleet.results.plot import plot_runs
 
     out = args.out or os.path.join(args.run_dirs[0], "curve.png")
     try:

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from rlfleet.cli.common import UsageError
 from rlfleet.cli.file_paths import resolve_file_paths
-from rlfleet.logger import flatten_dict
+from rlfleet.results.logger import flatten_dict
 
 # Keys an experiment in a YAML file may hold (RLlib 1.x's `rllib train -f` format). Search
 # spaces in `config` (`{grid_search: [...]}`, `{choice: [...]}`, ...) or `num_samples` > 1 run

@@ -7,7 +7,7 @@ import math
 import sys
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from rlfleet.logger import EXCLUDED_FROM_CSV, flatten_dict
+from rlfleet.results.logger import EXCLUDED_FROM_CSV, flatten_dict
 from rlfleet.utils.nested import MISSING, get_nested
 
 

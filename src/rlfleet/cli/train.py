@@ -14,8 +14,8 @@ from rlfleet.cli import common
 from rlfleet.cli.common import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from rlfleet.cli.experiments import Experiment, load_experiments
 from rlfleet.cli.results import describe_stop, format_number, format_progress, stop_criteria_met, warn_missing_stop_keys
-from rlfleet.logger import make_logdir
-from rlfleet.progress import ProgressReporter
+from rlfleet.results.logger import make_logdir
+from rlfleet.results.progress import ProgressReporter
 
 logger = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, FrozenSet, Mapping, Optional
 
+from rlfleet.module_aliases import MOVED
 from rlfleet.utils.deep_update import unknown_key_message
 
 # Dotted paths (from a config's root) whose dicts take any key.
@@ -96,9 +97,12 @@ def _check_policy_overlays(policies: Mapping[str, Any], defaults: Mapping[str, A
 
 def _is_built_in_logger(kind: Any) -> bool:
     if isinstance(kind, type):
-        return kind.__module__ == "rlfleet.logger" and kind.__name__ in _BUILT_IN_LOGGERS
-    return isinstance(kind, str) and kind.replace("rlfleet.logger.", "", 1).replace("rlfleet.logger:", "", 1) \
-        in _BUILT_IN_LOGGERS
+        return kind.__module__ == "rlfleet.results.logger" and kind.__name__ in _BUILT_IN_LOGGERS
+    if not isinstance(kind, str):
+        return False
+    module, _, name = kind.replace(":", ".").rpartition(".")
+    # A bare name, or one under the loggers' module by its path or an old one (module_aliases.py).
+    return name in _BUILT_IN_LOGGERS and MOVED.get(module, module) in ("", "rlfleet.results.logger")
 
 
 def _check_logger_options(value: Mapping[str, Any], path: str) -> None:

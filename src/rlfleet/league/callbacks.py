@@ -22,7 +22,7 @@ Where each step runs:
 - driver, `on_trainer_init`: with `random_prob > 0`, adds the uniformly random member
   `"random"` (main's policy class, every weight 0, never trained);
 - `fixed_members`: policies the config already holds (e.g. the scripted connect four player,
-  league/connect_four.py), each drawn for its fixed share of the episodes;
+  policy/examples/connect_four.py), each drawn for its fixed share of the episodes;
 - driver, `on_train_result` with `keep_best`: the weights main played an iteration's games
   with become `<main>_best` when it won the most of them against the random member so far
   (`result["league_best"]`: `{"win_rate", "games", "iteration"}`);

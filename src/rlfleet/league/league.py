@@ -21,7 +21,7 @@ win rate against it: snapshots get stronger as main does, and self-play against 
 drifts away from punishing weak moves (main's win rate against a random player fell with
 longer training on connect four); a permanent weak member keeps that play in the games.
 `fixed_members` are other permanent members the user puts in the policy map (e.g. a scripted
-player, league/connect_four.py), each at its own fixed share.
+player, policy/examples/connect_four.py), each at its own fixed share.
 
 State is plain JSON (`to_state` / `from_state`): it goes into trainer checkpoints as is.
 """

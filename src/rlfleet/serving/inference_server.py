@@ -254,7 +254,7 @@ def serve_checkpoint(checkpoint_path: str, *, trusted_modules: Optional[Sequence
     InferenceServer on it (not yet started)."""
     import tempfile
 
-    from rlfleet.evaluate_checkpoint import _NoLogger
+    from rlfleet.trainer.evaluate_checkpoint import _NoLogger
     from rlfleet.trainer import Trainer
 
     overrides = {"num_workers": 0, "evaluation_interval": None, "evaluation_num_workers": 0, "input": "sampler",

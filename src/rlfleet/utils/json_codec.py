@@ -284,7 +284,9 @@ def import_callable(name: str, path: str) -> Any:
     except Exception as exc:
         raise DecodeError(path, f"config key '{path}': cannot re-import {name!r} "
                                 f"({type(exc).__name__}: {exc})") from None
-    if not isinstance(obj, (type, types.FunctionType)) or obj.__module__ != module:
+    # The module imported by the recorded name must be the object's own: a moved module's old
+    # path imports the module itself (rlfleet/module_aliases.py), `os` is not `posix`.
+    if not isinstance(obj, (type, types.FunctionType)) or obj.__module__ != sys.modules[module].__name__:
         raise DecodeError(path, f"config key '{path}' records {name!r}, which is not a class or function "
                                 f"defined in {module!r}")
     return obj

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
-from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
+from rlfleet.algorithms.common.multi_agent import sample_train_batch, trainable_batches
 from rlfleet.config import (ConfigKey, algorithm_config, int_at_least, number_above, number_in, one_of, optional,
                             override, schedule)
 from rlfleet.rollout.postprocessing import check_gae_needs_critic

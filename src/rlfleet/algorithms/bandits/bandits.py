@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 import numpy as np
 
 from rlfleet.algorithms.bandits.bandit_policy import LinTSPolicy, LinUCBPolicy
-from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
+from rlfleet.algorithms.common.multi_agent import sample_train_batch, trainable_batches
 from rlfleet.config import ConfigKey, algorithm_config, number_above, number_in, override
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.trainer import Trainer

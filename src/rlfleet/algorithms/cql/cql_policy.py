@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from rlfleet.algorithms.sac.sac_model import SACModel
-from rlfleet.algorithms.off_policy_common import frozen
+from rlfleet.algorithms.common.off_policy_common import frozen
 from rlfleet.algorithms.sac.sac_policy import SACTorchPolicy
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import List
 
 from rlfleet.algorithms.ddpg.ddpg_policy import DDPGTorchPolicy
-from rlfleet.algorithms.off_policy import OffPolicyTrainer
-from rlfleet.algorithms.replay_keys import replay_keys
+from rlfleet.algorithms.common.off_policy import OffPolicyTrainer
+from rlfleet.algorithms.common.replay_keys import replay_keys
 from rlfleet.config import (ConfigKey, activation, algorithm_config, boolean, int_at_least, number_above,
                             number_in, optional, override, positive_int_list)
 

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
-from rlfleet.algorithms.custom_models import refuse_custom_model
+from rlfleet.algorithms.common.custom_models import refuse_custom_model
 from rlfleet.algorithms.ddpg.fused_update import FusedDDPGUpdate, unsupported_reason
 from rlfleet.models.target_network import soft_update
-from rlfleet.algorithms.off_policy_common import frozen
+from rlfleet.algorithms.common.off_policy_common import frozen
 from rlfleet.models.distributions import ActionDistribution
 from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch

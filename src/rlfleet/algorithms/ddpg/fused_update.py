@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
-from rlfleet.algorithms.off_policy_common import replay_columns
+from rlfleet.algorithms.common.off_policy_common import replay_columns
 from rlfleet.fast.ddpg import DDPGNets, DDPGSettings, ddpg_gradients
 from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.sample_batch import SampleBatch

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import List
 
 from rlfleet.algorithms.dqn.dqn_policy import DQNTorchPolicy
-from rlfleet.algorithms.off_policy import OffPolicyTrainer
-from rlfleet.algorithms.replay_keys import replay_keys
+from rlfleet.algorithms.common.off_policy import OffPolicyTrainer
+from rlfleet.algorithms.common.replay_keys import replay_keys
 from rlfleet.config import (ConfigKey, algorithm_config, finite_number, int_at_least, number_above,
                             boolean, number_in, optional, override, positive_int_list, schedule,
                             with_defaults)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from rlfleet.algorithms.custom_models import CustomModelTrunk, custom_trunk_width
+from rlfleet.algorithms.common.custom_models import CustomModelTrunk, custom_trunk_width
 from rlfleet.models.action_mask import mask_layout
 from rlfleet.models.fcnet import mlp
 from rlfleet.models.torch_model import TorchModel

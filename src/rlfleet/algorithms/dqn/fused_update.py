@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
-from rlfleet.algorithms.off_policy_common import replay_columns
+from rlfleet.algorithms.common.off_policy_common import replay_columns
 from rlfleet.fast.dqn import QNet, dqn_gradients
 from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER

@@ -21,7 +21,7 @@ import numpy as np
 
 from rlfleet.algorithms.evolution.flat_policy import FlatLayout
 from rlfleet.algorithms.evolution.rollouts import PerturbationWorker, RolloutResult, RolloutTask
-from rlfleet.fault_tolerance import WorkerFailureError
+from rlfleet.trainer.fault_tolerance import WorkerFailureError
 from rlfleet.rollout.worker_membership import cpus_wanted
 from rlfleet.utils.ray_utils import init_ray, is_worker_failure
 

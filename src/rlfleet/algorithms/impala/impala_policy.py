@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
-from rlfleet.algorithms.vtrace import segment_ends, vtrace
+from rlfleet.algorithms.common.vtrace import segment_ends, vtrace
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import _obs_array, model_forward
 from rlfleet.rollout.postprocessing import postprocess_with_critic

@@ -1,9 +1,10 @@
 """MADDPG (Lowe et al. 2017): decentralised actors, a centralised critic per agent, replayed
 in lockstep (all agents' transitions of one env step together, `joint_batch.py`).
 
-The loop is `OffPolicyTrainer`'s with one joint buffer: sample a fragment, store its joint
-transitions, and per update replay one joint batch that every trained policy learns on,
-after each agent's target actor has filled in its `new_actions_i` column. Learning runs on
+The loop is `OffPolicyTrainer.training_step`; MADDPG replaces three of its steps to use one
+joint buffer: `store` adds a fragment's joint transitions, `ready_to_learn` waits for that
+buffer, and `learn_from_replay` replays one joint batch per update that every trained policy
+learns on, after each agent's target actor has filled in its `new_actions_i` column. Learning runs on
 torch: MADDPG has no NumPy learner (the fast-path report says so).
 """
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import Any, Dict, List
 from rlfleet.algorithms.maddpg.agent_policies import fill_agent_policies
 from rlfleet.algorithms.maddpg.joint_batch import joint_transitions
 from rlfleet.algorithms.maddpg.maddpg_policy import MADDPGTorchPolicy, column
-from rlfleet.algorithms.off_policy import OffPolicyTrainer, make_replay_buffer
-from rlfleet.algorithms.replay_keys import replay_keys
-from rlfleet.algorithms.sampling import synchronous_parallel_sample
+from rlfleet.algorithms.common.off_policy import OffPolicyTrainer, make_replay_buffer
+from rlfleet.algorithms.common.replay_keys import replay_keys
 from rlfleet.config import (ConfigKey, activation, algorithm_config, boolean, int_at_least, not_available,
                             number_above, number_in, one_of, optional, override, positive_int_list)
+from rlfleet.policy.sample_batch import MultiAgentBatch
 from rlfleet.replay import ReplayBuffer
 
 K = ConfigKey
@@ -99,40 +100,31 @@ class MADDPGTrainer(OffPolicyTrainer):
         self.joint_buffer: ReplayBuffer = make_replay_buffer(config)
         self.counters.setdefault("num_agent_steps_dropped", 0)
 
-    def training_step(self) -> Dict[str, Any]:
-        cfg = self.config
-        local = self.workers.local_worker()
-        # === sample one fragment, store its joint transitions ===
-        batch = synchronous_parallel_sample(self.workers, 1).as_multi_agent()
-        self.count_sampled(batch.env_steps(), batch.agent_steps())
+    # --- what differs from `OffPolicyTrainer.training_step`: one joint buffer -----------
+    def store(self, batch: MultiAgentBatch) -> None:
+        """Adds the fragment's joint transitions (every agent's of one env step) to the joint
+        buffer; agent steps without a joint row count as dropped."""
         gammas = {pid: self.get_policy(pid).config["gamma"] for pid in self.agents}
-        joint, dropped = joint_transitions(batch, self.agents, cfg["n_step"], gammas)
+        joint, dropped = joint_transitions(batch, self.agents, self.config["n_step"], gammas)
         self.counters["num_agent_steps_dropped"] += dropped
         if joint.count:
             self.joint_buffer.add(joint)
-        by_agent = (cfg.get("multiagent") or {}).get("count_steps_by") == "agent_steps"
-        sampled = self.counters["num_agent_steps_sampled" if by_agent else "num_env_steps_sampled"]
-        new_steps = batch.agent_steps() if by_agent else batch.env_steps()
 
-        # === replay one joint batch per update; every trained policy learns on it ===
-        to_train = [pid for pid in local.policies_to_train if pid in self.agents]
-        if sampled >= cfg["learning_starts"] and len(self.joint_buffer) > 0:
-            for _ in range(self.updates_owed(new_steps)):
-                replayed = self.joint_buffer.sample(cfg["train_batch_size"])
-                for i, pid in enumerate(self.agents):
-                    replayed[column("new_actions", i)] = self.get_policy(pid).target_actions(
-                        replayed[column("new_obs", i)])
-                for pid in to_train:
-                    info = self.get_policy(pid).learn_on_batch(replayed)
-                    info.pop("td_error", None)
-                    self._last_infos[pid] = info
-                    self.counters["num_agent_steps_trained"] += replayed.count
-                self.counters["num_env_steps_trained"] += replayed.count
-                self._update_targets_when_due(to_train, sampled)
+    def ready_to_learn(self, to_train: List[str]) -> List[str]:
+        """The trained agents, once the joint buffer holds something."""
+        return [pid for pid in to_train if pid in self.agents] if len(self.joint_buffer) > 0 else []
 
-        # === sync ===
-        self.workers.sync_weights(global_vars=self._global_vars())
-        return {pid: self._last_infos.get(pid, {}) for pid in to_train}
+    def learn_from_replay(self, policy_ids: List[str], sampled: int) -> None:
+        """One update: one joint batch, each agent's target actions filled in, which every
+        policy of `policy_ids` learns on."""
+        replayed = self.joint_buffer.sample(self.config["train_batch_size"])
+        for i, pid in enumerate(self.agents):
+            replayed[column("new_actions", i)] = self.get_policy(pid).target_actions(replayed[column("new_obs", i)])
+        for pid in policy_ids:
+            info = self.get_policy(pid).learn_on_batch(replayed)
+            info.pop("td_error", None)
+            self._last_infos[pid] = info
+            self.counters["num_agent_steps_trained"] += replayed.count
 
     # --- state: the trainer's, plus the joint buffer ------------------------------------
     def get_state(self) -> Dict[str, Any]:

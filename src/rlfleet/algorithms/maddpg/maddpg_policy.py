@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlfleet.algorithms.off_policy_common import frozen
+from rlfleet.algorithms.common.off_policy_common import frozen
 from rlfleet.models.distributions import Categorical
 from rlfleet.models.fcnet import dense_net
 from rlfleet.models.target_network import soft_update

@@ -1,12 +1,12 @@
-"""MARWIL trainer: read a train batch (offline input), one gradient step, sync weights."""
+"""MARWIL (Wang et al. 2018): advantage-weighted imitation of (offline) data; the loop is
+`SingleUpdateTrainer`'s (read a train batch, one gradient step, sync weights)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import List
 
 from rlfleet.algorithms.marwil.marwil_policy import MARWILTorchPolicy
-from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
+from rlfleet.algorithms.common.multi_agent import SingleUpdateTrainer
 from rlfleet.config import ConfigKey, algorithm_config, finite_number, number_in, optional, number_above, override
-from rlfleet.trainer import Trainer
 
 K = ConfigKey
 
@@ -34,8 +34,9 @@ ALGO_KEYS: List[ConfigKey] = [
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
-class MARWILTrainer(Trainer):
-    """Monotonic Advantage Re-Weighted Imitation Learning, usually on offline `input`."""
+class MARWILTrainer(SingleUpdateTrainer):
+    """Monotonic Advantage Re-Weighted Imitation Learning, usually on offline `input`
+    (`SingleUpdateTrainer`'s loop: one gradient step per train batch)."""
 
     _name = "MARWIL"
     _default_config = DEFAULT_CONFIG
@@ -46,13 +47,3 @@ class MARWILTrainer(Trainer):
         if config["beta"] != 0.0 and not config["postprocess_inputs"] and config["input"] != "sampler":
             raise ValueError(f"'beta': {config['beta']} weights actions by their advantages, which are computed when "
                              "batches are postprocessed; set 'postprocess_inputs': True (or 'beta': 0 for BC)")
-
-    def training_step(self) -> Dict[str, Any]:
-        # === sample (offline input: read) ===
-        batch = sample_train_batch(self)
-        # === learn: one gradient step per trainable policy ===
-        info = {pid: self.get_policy(pid).learn_on_batch(policy_batch)
-                for pid, policy_batch in trainable_batches(self, batch)}
-        # === sync ===
-        self.workers.sync_weights(global_vars=self._global_vars())
-        return info

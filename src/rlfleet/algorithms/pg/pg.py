@@ -1,16 +1,15 @@
 """Vanilla policy gradient (REINFORCE with discounted returns, Williams 1992)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
-from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
+from rlfleet.algorithms.common.multi_agent import SingleUpdateTrainer
 from rlfleet.config import ConfigKey, algorithm_config, override
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
 from rlfleet.rollout.postprocessing import compute_advantages
-from rlfleet.trainer import Trainer
 
 SB = SampleBatch
 
@@ -47,17 +46,10 @@ class PGTorchPolicy(TorchPolicy):
         return pg_loss(self, model, dist_class, train_batch)
 
 
-class PGTrainer(Trainer):
-    """Policy gradient: one gradient step per train batch."""
+class PGTrainer(SingleUpdateTrainer):
+    """Policy gradient: one gradient step per train batch (`SingleUpdateTrainer`'s loop)."""
 
     _name = "PG"
     _default_config = DEFAULT_CONFIG
     _algo_keys = ALGO_KEYS
     _policy_class = PGTorchPolicy
-
-    def training_step(self) -> Dict[str, Any]:
-        batch = sample_train_batch(self)
-        info = {pid: self.get_policy(pid).learn_on_batch(policy_batch)
-                for pid, policy_batch in trainable_batches(self, batch)}
-        self.workers.sync_weights(global_vars=self._global_vars())
-        return info

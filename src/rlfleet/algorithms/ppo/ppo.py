@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
-from rlfleet.algorithms.multi_agent import sample_train_batch, trainable_batches
+from rlfleet.algorithms.common.multi_agent import sample_train_batch, trainable_batches
 from rlfleet.config import (ConfigKey, algorithm_config, boolean, int_at_least, number_above,
                             number_in, optional, override, schedule)
 from rlfleet.policy.sample_batch import SampleBatch

@@ -16,8 +16,8 @@ from typing import List
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
 from rlfleet.algorithms.qmix.agent_networks import AGENT_NETWORKS
 from rlfleet.algorithms.qmix.qmix_policy import QMIXTorchPolicy
-from rlfleet.algorithms.replay_keys import replay_keys
-from rlfleet.algorithms.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
+from rlfleet.algorithms.common.replay_keys import replay_keys
+from rlfleet.algorithms.common.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
 from rlfleet.config import (ConfigKey, InvalidValue, algorithm_config, boolean, int_at_least, not_available,
                             number_above, number_in, override)
 from rlfleet.policy.sample_batch import SampleBatch

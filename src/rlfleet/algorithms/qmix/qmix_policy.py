@@ -11,7 +11,7 @@ import torch
 
 from rlfleet.algorithms.qmix.group_layout import GroupLayout
 from rlfleet.algorithms.qmix.qmix_model import QMIXModel, QMixer
-from rlfleet.algorithms.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
+from rlfleet.algorithms.common.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
                                                   sequence_states, sequence_tensors)
 from rlfleet.models.distributions import Categorical
 from rlfleet.models.target_network import soft_update

@@ -19,7 +19,7 @@ from rlfleet.algorithms.apex.replay_shard import ShardItems, worker_side_items
 from rlfleet.algorithms.r2d2.r2d2 import ALGO_KEYS as R2D2_KEYS
 from rlfleet.algorithms.r2d2.r2d2 import require_recurrent_model
 from rlfleet.algorithms.r2d2.r2d2_policy import R2D2TorchPolicy
-from rlfleet.algorithms.sequence_replay import (policy_sequences, replayed_sequence_steps, sequence_length,
+from rlfleet.algorithms.common.sequence_replay import (policy_sequences, replayed_sequence_steps, sequence_length,
                                                 sequences_per_batch, validate_sequence_replay)
 from rlfleet.config import ConfigKey, algorithm_config, with_defaults
 from rlfleet.policy.sample_batch import SampleBatch

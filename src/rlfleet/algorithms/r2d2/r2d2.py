@@ -11,7 +11,7 @@ from typing import Any, List
 
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
 from rlfleet.algorithms.r2d2.r2d2_policy import R2D2TorchPolicy
-from rlfleet.algorithms.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
+from rlfleet.algorithms.common.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
 from rlfleet.config import (ConfigKey, InvalidValue, algorithm_config, boolean, not_available, number_above,
                             with_defaults)
 

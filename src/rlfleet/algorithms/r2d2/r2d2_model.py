@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from rlfleet.algorithms.dqn.dqn_model import QNetwork
-from rlfleet.algorithms.sequence_learning import recurrent_features
+from rlfleet.algorithms.common.sequence_learning import recurrent_features
 from rlfleet.models.torch_model import TorchModel
 
 

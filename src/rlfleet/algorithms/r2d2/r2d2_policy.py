@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from rlfleet.algorithms.r2d2.r2d2_model import R2D2Model
-from rlfleet.algorithms.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
+from rlfleet.algorithms.common.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
                                                   run_sequences, sequence_states, sequence_tensors)
 from rlfleet.models.distributions import Categorical
 from rlfleet.models.target_network import soft_update

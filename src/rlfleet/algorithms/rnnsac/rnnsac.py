@@ -12,7 +12,7 @@ from typing import List
 
 from rlfleet.algorithms.rnnsac.rnnsac_policy import RNNSACTorchPolicy
 from rlfleet.algorithms.sac.sac import ALGO_KEYS as SAC_KEYS
-from rlfleet.algorithms.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
+from rlfleet.algorithms.common.sequence_replay import SequenceReplayTrainer, sequence_replay_keys
 from rlfleet.config import ConfigKey, algorithm_config, boolean, int_at_least, not_available, with_defaults
 
 K = ConfigKey

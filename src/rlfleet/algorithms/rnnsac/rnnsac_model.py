@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlfleet.algorithms.sequence_learning import recurrent_features
+from rlfleet.algorithms.common.sequence_learning import recurrent_features
 from rlfleet.models.fcnet import dense_net
 from rlfleet.models.torch_model import TorchModel
 

@@ -8,7 +8,7 @@ import torch
 
 from rlfleet.algorithms.rnnsac.rnnsac_model import RNNSACModel
 from rlfleet.algorithms.sac.sac_policy import SACTorchPolicy, sac_action_dist
-from rlfleet.algorithms.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
+from rlfleet.algorithms.common.sequence_learning import (SEQUENCE_COLUMNS, bootstrap_rows, loss_rows, masked_mean,
                                                   run_sequences, sequence_states, sequence_tensors)
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS

@@ -28,7 +28,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
-from rlfleet.algorithms.off_policy_common import replay_columns
+from rlfleet.algorithms.common.off_policy_common import replay_columns
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.fast.sac import SACNets, sac_gradients
 from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, List
 
-from rlfleet.algorithms.off_policy import OffPolicyTrainer
-from rlfleet.algorithms.replay_keys import replay_keys
+from rlfleet.algorithms.common.off_policy import OffPolicyTrainer
+from rlfleet.algorithms.common.replay_keys import replay_keys
 from rlfleet.algorithms.sac.sac_policy import SACTorchPolicy
 from rlfleet.config import (ConfigKey, InvalidValue, activation, algorithm_config, boolean, dict_value,
                             not_available, number_above, number_in, optional, override,

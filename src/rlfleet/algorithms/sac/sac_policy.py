@@ -10,12 +10,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlfleet.algorithms.custom_models import refuse_custom_model
+from rlfleet.algorithms.common.custom_models import refuse_custom_model
 from rlfleet.algorithms.sac.fused_update import FusedSACUpdate, unsupported_reason
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.models.distributions import Categorical, SquashedGaussian
-from rlfleet.algorithms.off_policy_common import frozen
+from rlfleet.algorithms.common.off_policy_common import frozen
 from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy

@@ -4,8 +4,8 @@
 These are the files users open after a run, so they are written line by line and flushed
 after every result: a crash or Ctrl-C never loses a finished iteration.
 
-The results folder is made by `rlfleet.run_folder`, values are made JSON-safe and flat by
-`rlfleet.result_values` (both re-exported here). This module must stay cheap to import (the
+The results folder is made by `rlfleet.results.run_folder`, values are made JSON-safe and flat by
+`rlfleet.results.result_values` (both re-exported here). This module must stay cheap to import (the
 CLI imports it at start-up): it imports neither NumPy nor torch at module level.
 """
 from __future__ import annotations
@@ -21,14 +21,14 @@ import struct
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from rlfleet.result_values import (  # noqa: F401 (re-exported)
+from rlfleet.results.result_values import (  # noqa: F401 (re-exported)
     EXCLUDED_FROM_CSV,
     excluded_from_csv,
     flatten_dict,
     is_number,
     to_jsonable,
 )
-from rlfleet.run_folder import RESULTS_DIR_ENV, default_results_dir, make_logdir, sys_usage  # noqa: F401 (re-exported)
+from rlfleet.results.run_folder import RESULTS_DIR_ENV, default_results_dir, make_logdir, sys_usage  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Envs of MADDPG's tuned examples and tests, importable by class path from YAML
-(``env: rlfleet.algorithms.maddpg.example_envs:SimpleSpread``).
+(``env: rlfleet.env.examples.maddpg_envs:SimpleSpread``).
 
 - `SimpleSpread`, `SimpleSpeakerListener`: mpe2's particle worlds with discrete actions
   through the PettingZoo Parallel adapter; `env_config` keys are passed to mpe2's

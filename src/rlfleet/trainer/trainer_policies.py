@@ -1,4 +1,4 @@
-"""The Trainer's policy-facing API: actions for raw observations (`rlfleet.acting`),
+"""The Trainer's policy-facing API: actions for raw observations (`rlfleet.trainer.acting`),
 policies and weights at run time, and a policy's export and import (`policy/export.py`).
 
 A base class of `Trainer`, in its own module for size; it reaches the policies through the
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional
 
-from rlfleet import acting
+from rlfleet.trainer import acting
 from rlfleet.policy.export import export_policy_formats
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from rlfleet.algorithms.off_policy import OffPolicyTrainer
+from rlfleet.algorithms.common.off_policy import OffPolicyTrainer
 from rlfleet.config import ConfigKey, InvalidValue, boolean, int_at_least, number_in
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay.sequences import replay_sequences

@@ -3,7 +3,7 @@
 An algorithm subclasses `Trainer`, sets `_name`, `_default_config` and `_policy_class`,
 and writes `training_step()` as straight-line code (sample, learn, sync). Evaluation lives
 in evaluation.py, resource requests in resources.py, worker-failure handling in
-fault_tolerance.py, the checkpoint file format in checkpoint/ (it stores `get_state()`),
+fault_tolerance.py, state and checkpoints in trainer_state.py (the file format in checkpoint/),
 acting on raw observations in acting.py (through trainer_policies.py); Ray is called only
 inside the WorkerSet.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import secrets
 import time
 from datetime import datetime
 from functools import partial
@@ -30,20 +29,20 @@ from rlfleet.env.old_api import with_old_api_adapters
 from rlfleet.env.registry import resolve_env
 from rlfleet.env.task_settable import apply_env_task_fn
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
-from rlfleet.evaluation import Evaluator
-from rlfleet.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
-from rlfleet.logger import UnifiedLogger, make_logdir, sys_usage
-from rlfleet.utils.seeding import derive_seed
-from rlfleet.trainer_checks import check_models_fit_spaces, check_required_fast_paths
-from rlfleet.resources import ResourceRequest, configure_driver, default_resource_request
+from rlfleet.trainer.evaluation import Evaluator
+from rlfleet.trainer.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
+from rlfleet.results.logger import UnifiedLogger, make_logdir, sys_usage
+from rlfleet.trainer.trainer_checks import check_models_fit_spaces, check_required_fast_paths
+from rlfleet.trainer.resources import ResourceRequest, configure_driver, default_resource_request
 from rlfleet.rollout.metrics import EpisodeWindow, merge_perf, summarize_episodes
 from rlfleet.rollout.worker_set import WorkerSet
-from rlfleet.trainer_policies import TrainerPolicies
+from rlfleet.trainer.trainer_policies import TrainerPolicies
+from rlfleet.trainer.trainer_state import TrainerState
 
 logger = logging.getLogger(__name__)
 
 
-class Trainer(TrainerPolicies):
+class Trainer(TrainerState, TrainerPolicies):
     """Coordinates sampling and learning for one algorithm.
 
     Args:
@@ -163,7 +162,7 @@ class Trainer(TrainerPolicies):
 
     @classmethod
     def default_resource_request(cls, config: dict) -> ResourceRequest:
-        """The resources this trainer needs with `config` (see `rlfleet.resources`): the
+        """The resources this trainer needs with `config` (see `rlfleet.trainer.resources`): the
         driver, each remote worker, each evaluation worker when evaluation is on.
 
         Args:
@@ -293,105 +292,12 @@ class Trainer(TrainerPolicies):
     def _global_vars(self) -> Dict[str, Any]:
         return {"timestep": self.counters["num_env_steps_sampled"]}
 
-    # --- state and checkpoints (format: checkpoint/) ------------------------------
-    def get_state(self) -> Dict[str, Any]:
-        """Everything a resume needs, as nested dicts of NumPy arrays and JSON scalars:
-        `algorithm`, `iteration`, `counters`, `episodes_total`, `time_total_s`, `resume_seed`
-        (envs restart from it after `set_state`) and `worker`: the local worker's state
-        (policies with their optimizers and RNG states, filters, sampler); `callbacks` when
-        the callbacks' `get_state()` holds something."""
-        seed = self.config.get("seed")
-        state = {
-            "algorithm": self._name,
-            "iteration": int(self.iteration),
-            "counters": {k: int(v) for k, v in self.counters.items()},
-            "episodes_total": int(self._episodes.total),
-            "time_total_s": float(self._time_total),
-            "resume_seed": derive_seed(seed, "resume", self.iteration) if seed is not None else secrets.randbits(63),
-            "worker": self.workers.local_worker().get_state(),
-        }
-        callbacks_state = self.callbacks.get_state()
-        if callbacks_state:  # e.g. a self-play league's snapshots (rlfleet/league)
-            state["callbacks"] = callbacks_state
-        return state
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        """Applies `get_state()` output on every worker (evaluation workers without the RNG
-        states); episodes in flight restart, seeded from `resume_seed`.
-
-        Raises:
-            ValueError: before anything changes, when the state is of another algorithm or
-                holds a policy this trainer lacks or weights that do not fit.
-        """
-        if "callbacks" in state:  # first: they may add policies the worker state holds (league snapshots)
-            self.callbacks.set_state(trainer=self, state=state["callbacks"])
-        self._check_state_fits(state)
-        seed = state.get("resume_seed")
-        worker_state = dict(state["worker"], restart_episodes=seed if isinstance(seed, int) else None)
-        # Remote workers get the same state: each derives its own RNG streams and env seeds
-        # from it and its worker index.
-        self.workers.foreach_worker(lambda w: w.set_state(worker_state))
-        self.evaluator.set_worker_state(worker_state)
-        self.iteration = int(state["iteration"])
-        self.counters.update({k: int(v) for k, v in (state.get("counters") or {}).items()})
-        self._episodes.reset(total=int(state.get("episodes_total", 0)))
-        self._time_total = float(state.get("time_total_s", 0.0))
-
-    def _check_state_fits(self, state: Dict[str, Any]) -> None:
-        algo = state.get("algorithm")
-        if algo != self._name:
-            raise ValueError(f"it was written by a {algo} trainer and cannot be restored into a {self._name} "
-                             f"trainer; use Trainer.from_checkpoint(path) to rebuild a {algo} trainer")
-        self.workers.local_worker().check_state_fits(state["worker"])
-
-    def save(self, checkpoint_dir: Optional[str] = None, *, keep_checkpoints_num: Optional[int] = None) -> str:
-        """Writes `get_state()` as a checkpoint folder `<checkpoint_dir or logdir>/checkpoint_<iteration>/`
-        atomically (JSON + safetensors; loading it never runs code).
-
-        Args:
-            checkpoint_dir: the parent folder (default: this trainer's `logdir`).
-            keep_checkpoints_num: afterwards delete all but this many newest checkpoints there.
-
-        Returns:
-            The checkpoint folder's path.
-        """
-        from rlfleet.checkpoint import save_trainer
-
-        return save_trainer(self, checkpoint_dir, keep_checkpoints_num)
-
-    def restore(self, checkpoint_path: str) -> None:
-        """Restores weights, optimizer, filters, RNG states, counters and the iteration from a
-        checkpoint of the same algorithm, on every worker (`set_state`); episodes in flight restart.
-
-        Raises:
-            CheckpointError: a missing, corrupted, newer-format or non-fitting checkpoint.
-        """
-        from rlfleet.checkpoint import restore_trainer
-
-        restore_trainer(self, checkpoint_path)
-
-    def save_to_object(self) -> bytes:
-        """The checkpoint `save()` writes, as bytes (a ZIP of the folder: JSON + safetensors, no
-        pickle), e.g. to send to another process; see `rlfleet.checkpoint.archive`."""
-        from rlfleet.checkpoint.archive import checkpoint_to_bytes
-
-        return checkpoint_to_bytes(self)
-
-    def restore_from_object(self, obj: bytes) -> None:
-        """Restores from the bytes of `save_to_object()`, with the checks `restore()` makes.
-
-        Raises:
-            CheckpointError: bytes that are not such a checkpoint, or one that does not fit.
-        """
-        from rlfleet.checkpoint.archive import restore_from_bytes
-
-        restore_from_bytes(self, obj)
-
     def get_config(self) -> Dict[str, Any]:
         """A copy of the full config this trainer runs with (defaults merged in), as the
         reference's `Trainer.get_config()`."""
         return copy.deepcopy(self.config)
 
+    # --- checkpoints (saving and restoring: trainer_state.py) --------------------------
     @classmethod
     def from_checkpoint(cls, checkpoint_path: str, config_overrides: Optional[dict] = None, *,
                         trusted_modules: Optional[Sequence[str]] = None, logdir: Optional[str] = None,
@@ -485,26 +391,6 @@ class Trainer(TrainerPolicies):
         """Hands `result` to the callbacks' `on_train_result` and the loggers (as `train` does)."""
         self.callbacks.on_train_result(trainer=self, result=result)
         self._result_logger.on_result(result)
-
-    def save_checkpoint(self, checkpoint_dir: str) -> str:
-        """Tune's name for `save(checkpoint_dir)`."""
-        return self.save(checkpoint_dir)
-
-    def load_checkpoint(self, checkpoint_path: str) -> None:
-        """Tune's name for `restore(checkpoint_path)`."""
-        self.restore(checkpoint_path)
-
-    def __getstate__(self) -> Dict[str, Any]:
-        """`get_state()`: arrays and JSON scalars only (what Tune's actor reuse moves);
-        live objects (workers, envs, files) are never pickled."""
-        return self.get_state()
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        """Applies a `__getstate__` state to this (built) trainer."""
-        if "workers" not in self.__dict__:
-            raise TypeError("A Trainer is rebuilt from its config, not unpickled: build it, then call "
-                            "set_state(state) (or use Trainer.from_checkpoint)")
-        self.set_state(state)
 
     def __repr__(self) -> str:
         return self._name

@@ -6,9 +6,10 @@ A single-agent run is the one-policy case (`default_policy`).
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlfleet.trainer import Trainer
 
 
 def sample_train_batch(trainer) -> MultiAgentBatch:
@@ -41,3 +42,18 @@ def trainable_batches(trainer, batch: MultiAgentBatch) -> Iterator[Tuple[str, Sa
             trainer.counters["num_agent_steps_trained"] += policy_batch.count
             yield pid, policy_batch
     trainer.counters["num_env_steps_trained"] += batch.env_steps()
+
+
+class SingleUpdateTrainer(Trainer):
+    """Trainer base whose step is one gradient update per train batch (PG, MARWIL and BC):
+    an algorithm sets its policy and keys; `training_step` below is the whole loop."""
+
+    def training_step(self) -> Dict[str, Any]:
+        # === sample (offline input: read) ===
+        batch = sample_train_batch(self)
+        # === learn: one `learn_on_batch` per trainable policy ===
+        info = {pid: self.get_policy(pid).learn_on_batch(policy_batch)
+                for pid, policy_batch in trainable_batches(self, batch)}
+        # === sync ===
+        self.workers.sync_weights(global_vars=self._global_vars())
+        return info

@@ -1,6 +1,6 @@
 """Grouped envs for QMIX's examples and tests: one team of agents acting as one
 (`MultiAgentEnv.with_agent_groups`), named by path in tuned examples
-(`env: rlfleet.algorithms.qmix.team_envs:two_step_team`)."""
+(`env: rlfleet.env.examples.team_envs:two_step_team`)."""
 from __future__ import annotations
 
 from typing import Optional

@@ -1,5 +1,5 @@
 """Evaluation: a trainer's evaluation workers (`Evaluator`); `rlfleet evaluate`
-(`rlfleet.evaluate_checkpoint`) runs on them too, one rollout path.
+(`rlfleet.trainer.evaluate_checkpoint`) runs on them too, one rollout path.
 
 Both run whole episodes on evaluation workers (`in_evaluation=True`, complete episodes, no
 background sampling) through `WorkerSet.sample_episodes`: the same sampler, episode-end

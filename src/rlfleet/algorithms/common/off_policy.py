@@ -7,6 +7,11 @@ An algorithm subclasses `OffPolicyTrainer` (its keys include the replay keys of
   on a replayed batch carrying `weights` and `n_steps`), and
 - `update_target(tau=None)` (hard copy for tau 1, Polyak averaging otherwise).
 
+A family extends the loop through its hooks, never by copying it: `replay_items`,
+`replay_batch_items` and `replayed_steps` change what a policy's buffer holds (sequences:
+`sequence_replay.py`); `store`, `ready_to_learn` and `learn_from_replay` change where samples
+go and how one update replays them (one joint buffer for all agents: MADDPG).
+
 Single- and multi-agent runs take one path (`multiagent.replay_mode: "independent"`, the
 only mode for now): each policy in `policies_to_train` has its own replay buffer, n-step transitions, updates, priorities and
 target updates; `learning_starts`, `training_intensity` and `target_network_update_freq`
@@ -15,13 +20,13 @@ count env steps or agent steps per `multiagent.count_steps_by`.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from rlfleet.algorithms.replay_keys import normalize_replay_config
-from rlfleet.algorithms.sampling import synchronous_parallel_sample
-from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from rlfleet.algorithms.common.replay_keys import normalize_replay_config
+from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
+from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlfleet.utils.seeding import derive_seed
 from rlfleet.replay import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer, n_step_transitions
 from rlfleet.trainer import Trainer
@@ -119,7 +124,7 @@ class OffPolicyTrainer(Trainer):
         """Agent steps a replayed batch holds (one per transition here)."""
         return replayed.count
 
-    def _learn_from_replay(self, policy, buffer, sampled: int) -> Dict[str, Any]:
+    def _replay_update(self, policy, buffer, sampled: int) -> Dict[str, Any]:
         """One update of `policy` on a batch replayed from `buffer`; refreshes priorities."""
         cfg = self.config
         replayed = buffer.sample(self.replay_batch_items(), beta=self.beta_schedule(sampled))
@@ -130,6 +135,27 @@ class OffPolicyTrainer(Trainer):
         self.counters["num_agent_steps_trained"] += self.replayed_steps(replayed)
         return info
 
+    # --- the loop's three steps a family may replace (MADDPG replays jointly) ----------
+    def store(self, batch: MultiAgentBatch) -> None:
+        """Adds a sampled fragment to the replay: each trained policy's rows, as
+        `replay_items` (n-step transitions here), to that policy's own buffer."""
+        local = self.workers.local_worker()
+        for pid in local.policies_to_train:
+            policy_batch = batch.policy_batches.get(pid)
+            if pid in local.policy_map and policy_batch is not None and policy_batch.count > 0:
+                gamma = self.get_policy(pid).config.get("gamma", self.config["gamma"])
+                self.replay_buffer(pid).add(self.replay_items(pid, policy_batch, gamma))
+
+    def ready_to_learn(self, to_train: List[str]) -> List[str]:
+        """The policies of `to_train` with something to replay (a non-empty buffer)."""
+        return [pid for pid in to_train if len(self.replay_buffers.get(pid, ())) > 0]
+
+    def learn_from_replay(self, policy_ids: List[str], sampled: int) -> None:
+        """One update: each policy of `policy_ids` learns on a batch replayed from its own
+        buffer (`_last_infos` keeps its stats)."""
+        for pid in policy_ids:
+            self._last_infos[pid] = self._replay_update(self.get_policy(pid), self.replay_buffers[pid], sampled)
+
     def training_step(self) -> Dict[str, Any]:
         cfg = self.config
         local = self.workers.local_worker()
@@ -137,23 +163,17 @@ class OffPolicyTrainer(Trainer):
         # === sample one fragment ===
         batch = synchronous_parallel_sample(self.workers, 1).as_multi_agent()
         self.count_sampled(batch.env_steps(), batch.agent_steps())
-        # === store: each trained policy's samples as n-step transitions in its buffer ===
-        to_train = [pid for pid in local.policies_to_train if pid in local.policy_map]
-        for pid in to_train:
-            policy_batch = batch.policy_batches.get(pid)
-            if policy_batch is not None and policy_batch.count > 0:
-                gamma = self.get_policy(pid).config.get("gamma", cfg["gamma"])
-                self.replay_buffer(pid).add(self.replay_items(pid, policy_batch, gamma))
+        # === store it in the replay ===
+        self.store(batch)
         sampled = self.counters["num_agent_steps_sampled" if by_agent else "num_env_steps_sampled"]
         new_steps = batch.agent_steps() if by_agent else batch.env_steps()
 
-        # === replay and learn, per policy ===
+        # === replay and learn, `updates_owed` times ===
+        to_train = [pid for pid in local.policies_to_train if pid in local.policy_map]
         if sampled >= cfg["learning_starts"]:
-            ready = [pid for pid in to_train if len(self.replay_buffers.get(pid, ())) > 0]
+            ready = self.ready_to_learn(to_train)
             for _ in range(self.updates_owed(new_steps) if ready else 0):
-                for pid in ready:
-                    self._last_infos[pid] = self._learn_from_replay(self.get_policy(pid), self.replay_buffers[pid],
-                                                                    sampled)
+                self.learn_from_replay(ready, sampled)
                 self.counters["num_env_steps_trained"] += cfg["train_batch_size"]
                 self._update_targets_when_due(ready, sampled)
 

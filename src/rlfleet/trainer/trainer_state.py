@@ -1,0 +1,131 @@
+"""The Trainer's state and checkpoints: `get_state()` / `set_state()` (what a resume needs),
+and saving and restoring them as a checkpoint (file format: `rlfleet/checkpoint/`), under
+its own names and under Tune's.
+
+A base class of `Trainer`, in its own module for size; it reaches the workers through the
+trainer's `workers` (a `WorkerSet`), `evaluator`, `callbacks`, `counters` and `config`.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Dict, Optional
+
+from rlfleet.utils.seeding import derive_seed
+
+
+class TrainerState:
+    """State, checkpoints and pickling: everything `Trainer` saves and restores."""
+
+    def get_state(self) -> Dict[str, Any]:
+        """Everything a resume needs, as nested dicts of NumPy arrays and JSON scalars:
+        `algorithm`, `iteration`, `counters`, `episodes_total`, `time_total_s`, `resume_seed`
+        (envs restart from it after `set_state`) and `worker`: the local worker's state
+        (policies with their optimizers and RNG states, filters, sampler); `callbacks` when
+        the callbacks' `get_state()` holds something."""
+        seed = self.config.get("seed")
+        state = {
+            "algorithm": self._name,
+            "iteration": int(self.iteration),
+            "counters": {k: int(v) for k, v in self.counters.items()},
+            "episodes_total": int(self._episodes.total),
+            "time_total_s": float(self._time_total),
+            "resume_seed": derive_seed(seed, "resume", self.iteration) if seed is not None else secrets.randbits(63),
+            "worker": self.workers.local_worker().get_state(),
+        }
+        callbacks_state = self.callbacks.get_state()
+        if callbacks_state:  # e.g. a self-play league's snapshots (rlfleet/league)
+            state["callbacks"] = callbacks_state
+        return state
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        """Applies `get_state()` output on every worker (evaluation workers without the RNG
+        states); episodes in flight restart, seeded from `resume_seed`.
+
+        Raises:
+            ValueError: before anything changes, when the state is of another algorithm or
+                holds a policy this trainer lacks or weights that do not fit.
+        """
+        if "callbacks" in state:  # first: they may add policies the worker state holds (league snapshots)
+            self.callbacks.set_state(trainer=self, state=state["callbacks"])
+        self._check_state_fits(state)
+        seed = state.get("resume_seed")
+        worker_state = dict(state["worker"], restart_episodes=seed if isinstance(seed, int) else None)
+        # Remote workers get the same state: each derives its own RNG streams and env seeds
+        # from it and its worker index.
+        self.workers.foreach_worker(lambda w: w.set_state(worker_state))
+        self.evaluator.set_worker_state(worker_state)
+        self.iteration = int(state["iteration"])
+        self.counters.update({k: int(v) for k, v in (state.get("counters") or {}).items()})
+        self._episodes.reset(total=int(state.get("episodes_total", 0)))
+        self._time_total = float(state.get("time_total_s", 0.0))
+
+    def _check_state_fits(self, state: Dict[str, Any]) -> None:
+        algo = state.get("algorithm")
+        if algo != self._name:
+            raise ValueError(f"it was written by a {algo} trainer and cannot be restored into a {self._name} "
+                             f"trainer; use Trainer.from_checkpoint(path) to rebuild a {algo} trainer")
+        self.workers.local_worker().check_state_fits(state["worker"])
+
+    def save(self, checkpoint_dir: Optional[str] = None, *, keep_checkpoints_num: Optional[int] = None) -> str:
+        """Writes `get_state()` as a checkpoint folder `<checkpoint_dir or logdir>/checkpoint_<iteration>/`
+        atomically (JSON + safetensors; loading it never runs code).
+
+        Args:
+            checkpoint_dir: the parent folder (default: this trainer's `logdir`).
+            keep_checkpoints_num: afterwards delete all but this many newest checkpoints there.
+
+        Returns:
+            The checkpoint folder's path.
+        """
+        from rlfleet.checkpoint import save_trainer
+
+        return save_trainer(self, checkpoint_dir, keep_checkpoints_num)
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Restores weights, optimizer, filters, RNG states, counters and the iteration from a
+        checkpoint of the same algorithm, on every worker (`set_state`); episodes in flight restart.
+
+        Raises:
+            CheckpointError: a missing, corrupted, newer-format or non-fitting checkpoint.
+        """
+        from rlfleet.checkpoint import restore_trainer
+
+        restore_trainer(self, checkpoint_path)
+
+    def save_to_object(self) -> bytes:
+        """The checkpoint `save()` writes, as bytes (a ZIP of the folder: JSON + safetensors, no
+        pickle), e.g. to send to another process; see `rlfleet.checkpoint.archive`."""
+        from rlfleet.checkpoint.archive import checkpoint_to_bytes
+
+        return checkpoint_to_bytes(self)
+
+    def restore_from_object(self, obj: bytes) -> None:
+        """Restores from the bytes of `save_to_object()`, with the checks `restore()` makes.
+
+        Raises:
+            CheckpointError: bytes that are not such a checkpoint, or one that does not fit.
+        """
+        from rlfleet.checkpoint.archive import restore_from_bytes
+
+        restore_from_bytes(self, obj)
+
+    # --- Tune's names, and pickling ------------------------------------------------------
+    def save_checkpoint(self, checkpoint_dir: str) -> str:
+        """Tune's name for `save(checkpoint_dir)`."""
+        return self.save(checkpoint_dir)
+
+    def load_checkpoint(self, checkpoint_path: str) -> None:
+        """Tune's name for `restore(checkpoint_path)`."""
+        self.restore(checkpoint_path)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """`get_state()`: arrays and JSON scalars only (what Tune's actor reuse moves);
+        live objects (workers, envs, files) are never pickled."""
+        return self.get_state()
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """Applies a `__getstate__` state to this (built) trainer."""
+        if "workers" not in self.__dict__:
+            raise TypeError("A Trainer is rebuilt from its config, not unpickled: build it, then call "
+                            "set_state(state) (or use Trainer.from_checkpoint)")
+        self.set_state(state)
