@@ -1,0 +1,1 @@
+"""Pieces that several algorithms share."""
