@@ -100,6 +100,10 @@ class ActorPool(abc.ABC):
     def as_handles(self, handles: Sequence[Any]) -> List[Any]:
         """`handles` as a worker function calls them: `handle.<method>.remote(*args)`."""
 
+    def foreach(self, handles: Sequence[Any], fn: Callable[[Any], Any]) -> List[Any]:
+        """`fn(actor)` run inside each actor of `handles`; the values, in that order."""
+        return self.get([self.call(h, "__ray_call__", fn) for h in handles])
+
 
 class InProcessActorPool(ActorPool):
     """Helper actors as plain objects in this process (see the module docstring)."""
@@ -114,7 +118,9 @@ class InProcessActorPool(ActorPool):
 
     def wait(self, futures: Sequence[Any], timeout_s: Optional[float] = 0.0,
              num_returns: Optional[int] = None) -> Tuple[List[Any], List[Any]]:
-        return list(futures), []  # answered when called
+        futures = list(futures)  # each was answered when called
+        n = len(futures) if num_returns is None else int(num_returns)
+        return futures[:n], futures[n:]
 
     def get(self, futures: Sequence[Any]) -> List[Any]:
         return [f.result() for f in futures]
@@ -127,6 +133,9 @@ class InProcessActorPool(ActorPool):
 
     def as_handles(self, handles: Sequence[Any]) -> List[Any]:
         return [InProcessHandle(h) for h in handles]
+
+    def foreach(self, handles: Sequence[Any], fn: Callable[[Any], Any]) -> List[Any]:
+        return [fn(h) for h in handles]
 
 
 class WorkerPool(ActorPool):
