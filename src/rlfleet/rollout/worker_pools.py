@@ -73,7 +73,8 @@ class ActorPool(abc.ABC):
 
     @abc.abstractmethod
     def start_actors(self, cls: type, actor_args: Sequence[tuple], **options: Any) -> List[Any]:
-        """One actor of `cls` per tuple of constructor arguments; their handles."""
+        """One actor of `cls` per tuple of constructor arguments (`options`: Ray's actor options,
+        e.g. `num_cpus`; ignored in this process); their handles."""
 
     @abc.abstractmethod
     def call(self, handle: Any, method: str, *args: Any) -> Any:
@@ -123,7 +124,8 @@ class InProcessActorPool(ActorPool):
         return futures[:n], futures[n:]
 
     def get(self, futures: Sequence[Any]) -> List[Any]:
-        return [f.result() for f in futures]
+        # A value of `put` is its own future, as Ray's `get` of a `put` gives the value back.
+        return [f.result() if isinstance(f, InProcessFuture) else f for f in futures]
 
     def put(self, value: Any) -> Any:
         return value

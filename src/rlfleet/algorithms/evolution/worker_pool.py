@@ -96,21 +96,20 @@ class PerturbationPool:
         # === wiring: in this process or on Ray, chosen here once ===
         if self._num_workers == 0:
             self.actors: ActorPool = InProcessActorPool()
-            self._noise_ref, indices = noise, [0]
+            indices = [0]
         else:
             self.actors = RayActorPool(config, self._num_workers)
-            self._noise_ref = self.actors.put(noise)  # held: the workers' views point into it
             indices = list(range(1, self._num_workers + 1))
+        self._noise_ref = self.actors.put(noise)  # held: the workers' views point into it
         # The trainer reads the directions from the same copy (its own array can go).
-        self.noise = self.actors.get([self._noise_ref])[0] if not self.actors.in_process else noise
+        self.noise = self.actors.get([self._noise_ref])[0]
         self._workers: Dict[int, Any] = {index: self._start(index) for index in indices}  # index -> handle
 
     def _start(self, index: int) -> Any:
         # The noise goes in as an ObjectRef argument: Ray resolves it to a zero-copy,
         # read-only view of the object store's single copy.
-        options = {} if self.actors.in_process else {"num_cpus": self._config["num_cpus_per_worker"]}
-        return self.actors.start_actors(PerturbationWorker, [(self._env_creator, self._config, index, self._num_workers,
-                                                              self._noise_ref, self._layout)], **options)[0]
+        args = (self._env_creator, self._config, index, self._num_workers, self._noise_ref, self._layout)
+        return self.actors.start_actors(PerturbationWorker, [args], num_cpus=self._config["num_cpus_per_worker"])[0]
 
     def num_healthy_workers(self) -> int:
         """The remote workers alive (0 without remote workers)."""
