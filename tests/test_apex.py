@@ -5,6 +5,8 @@ Learning on CartPole runs from tuned_examples/apex (test_learning.py).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -74,12 +76,24 @@ def test_worker_side_priorities_are_the_policys_td_errors():
 def test_in_process_shards_learn_update_priorities_and_targets(env):
     # Near-default settings (the reference's, only smaller), num_workers 0: no Ray.
     trainer = ApexTrainer(env=env, config=dict(SMALL, num_workers=0, training_intensity=32))
+    sent = []  # the (batch indexes, priorities) the learner sent back, in order
+
+    def record(updates, update):
+        sent.append(updates[DEFAULT_POLICY_ID])
+        update(updates)
+    for shard in trainer.shards:  # plain objects in this process
+        shard.update_priorities = functools.partial(record, update=shard.update_priorities)
     try:
         before = trainer.get_policy().get_weights()
         for _ in range(3):
             result = trainer.train()
         info = result["info"]
-        assert info["learner"][DEFAULT_POLICY_ID]["learner_stats"]["mean_td_error"] >= 0
+        # The mean |TD error| reported is the last learned batch's, whose new priorities
+        # (|TD error| + eps) went back to its shard; an untrained Q-net's is not zero.
+        _, priorities = sent[-1]
+        mean_td = info["learner"][DEFAULT_POLICY_ID]["learner_stats"]["mean_td_error"]
+        assert mean_td > 0
+        assert mean_td == pytest.approx(float(np.mean(priorities - trainer.config["prioritized_replay_eps"])), rel=1e-4)
         assert info["num_target_updates"] >= 1 and info["num_env_steps_trained"] > 0
         shards = [info[f"replay_shard_{i}"] for i in range(4)]
         assert sum(s[DEFAULT_POLICY_ID]["num_added"] for s in shards) == result["timesteps_total"]

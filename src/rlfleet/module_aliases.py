@@ -35,6 +35,9 @@ MOVED: Dict[str, str] = {
     **{f"rlfleet.{m}": f"rlfleet.results.{m}" for m in _RESULTS},
     **{f"rlfleet.algorithms.{m}": f"rlfleet.algorithms.common.{m}" for m in _ALGORITHMS_COMMON},
     "rlfleet.algorithms.registry": "rlfleet.registry",
+    # split by job into common/{async_sampling, learner_thread, mix_in_replay, learner_lock};
+    # the package exports the old module's public names
+    "rlfleet.algorithms.async_learner": "rlfleet.algorithms.common",
     "rlfleet.algorithms.maddpg.example_envs": "rlfleet.env.examples.maddpg_envs",
     "rlfleet.algorithms.qmix.team_envs": "rlfleet.env.examples.team_envs",
     "rlfleet.league.connect_four": "rlfleet.policy.examples.connect_four",

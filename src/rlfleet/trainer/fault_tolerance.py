@@ -5,6 +5,7 @@ and training goes on with the others, with neither `WorkerFailureError` is raise
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple, TypeVar
 
 from rlfleet.rollout.worker_set import WorkerSet
@@ -24,6 +25,45 @@ class WorkerFailureError(RuntimeError):
     going on without it."""
 
 
+@dataclass(frozen=True)
+class FailurePolicy:
+    """What a trainer does when a remote worker fails, from `ignore_worker_failures` and
+    `recreate_failed_workers`; the rollout workers' recovery below and ES/ARS's perturbation
+    pool both follow it, with the same messages. Build it when a failure happens (a running
+    trainer's config may have changed since setup)."""
+
+    ignore: bool
+    recreate: bool
+
+    @classmethod
+    def from_config(cls, config: dict) -> "FailurePolicy":
+        return cls(ignore=bool(config["ignore_worker_failures"]), recreate=bool(config["recreate_failed_workers"]))
+
+    def check_tolerated(self, who: str, error: BaseException) -> None:
+        """Raises `WorkerFailureError` (from `error`) when `who` (e.g. "A remote worker") may
+        not fail: neither option is set."""
+        if not (self.ignore or self.recreate):
+            raise WorkerFailureError(
+                f"{who} failed during train(): {error}\nTo go on without it set 'ignore_worker_failures': True; "
+                "to replace it with a new worker set 'recreate_failed_workers': True.") from error
+
+    def replace(self, what: str, failed: Sequence[int], healthy_left: int) -> bool:
+        """For the `what` workers `failed`, already removed: True to recreate them, False to go
+        on with the `healthy_left` others.
+
+        Raises:
+            WorkerFailureError: none is left and none is recreated.
+        """
+        if self.recreate:
+            logger.warning("Recreating %s worker(s) %s", what, list(failed))
+            return True
+        if healthy_left == 0:
+            raise WorkerFailureError(f"No healthy {what} worker is left (worker(s) {list(failed)} failed); cannot "
+                                     "continue. Set 'recreate_failed_workers': True to replace failed workers.")
+        logger.warning("Going on without %s worker(s) %s", what, list(failed))
+        return False
+
+
 def run_with_recovery(attempt: Callable[[], T], config: dict, recover: Callable[[], None],
                       undo: Callable[[], None]) -> T:
     """`attempt()`, run again after `undo()` and `recover()` each time a remote worker fails
@@ -39,12 +79,7 @@ def run_with_recovery(attempt: Callable[[], T], config: dict, recover: Callable[
             if not is_worker_failure(e):
                 raise
             undo()
-            if not (config["ignore_worker_failures"] or config["recreate_failed_workers"]):
-                raise WorkerFailureError(
-                    f"A remote worker failed during train(): {e}\nTo go on without it set "
-                    "'ignore_worker_failures': True; to replace it with a new worker set "
-                    "'recreate_failed_workers': True."
-                ) from e
+            FailurePolicy.from_config(config).check_tolerated("A remote worker", e)
             logger.warning("A remote worker failed during train() (attempt %d of %d); recovering: %s",
                            tries, 1 + MAX_WORKER_FAILURE_RETRIES, str(e).splitlines()[0])
             recover()
@@ -61,20 +96,13 @@ def recover_workers(worker_sets: Sequence[Tuple[str, Optional[WorkerSet]]], conf
     Raises:
         WorkerFailureError: no healthy remote worker of a set is left and none is recreated.
     """
+    policy = FailurePolicy.from_config(config)
     for name, worker_set in worker_sets:
         if worker_set is None or not worker_set.remote_workers():
             continue
         failed = worker_set.remove_unhealthy_workers()
-        if not failed:
-            continue
-        if config["recreate_failed_workers"]:
-            logger.warning("Recreating %s worker(s) %s", name, failed)
+        if failed and policy.replace(f"remote {name}", failed, worker_set.num_remote_workers()):
             worker_set.recreate_workers(failed, from_worker=from_worker, global_vars=global_vars)
-        elif not worker_set.remote_workers():
-            raise WorkerFailureError(
-                f"No healthy remote {name} worker is left (worker(s) {failed} failed); cannot continue. "
-                "Set 'recreate_failed_workers': True to replace failed workers."
-            )
 
 
-__all__ = ["MAX_WORKER_FAILURE_RETRIES", "WorkerFailureError", "recover_workers", "run_with_recovery"]
+__all__ = ["FailurePolicy", "MAX_WORKER_FAILURE_RETRIES", "WorkerFailureError", "recover_workers", "run_with_recovery"]

@@ -4,6 +4,7 @@ gradient as it arrives and sends the new weights back to that worker only, which
 computes its next gradient while the others' are being applied."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Dict, List, Tuple
 
 from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS
@@ -11,6 +12,7 @@ from rlfleet.algorithms.a2c.a2c_policy import A2CTorchPolicy
 from rlfleet.config import ConfigKey, algorithm_config, int_at_least, override
 from rlfleet.exploration.stochastic_sampling import resolve_exploration_class
 from rlfleet.rollout.postprocessing import check_gae_needs_critic
+from rlfleet.rollout.worker_pools import worker_pool
 from rlfleet.trainer import Trainer
 
 K = ConfigKey
@@ -60,18 +62,19 @@ class A3CTrainer(Trainer):
             raise ValueError(f"exploration_config.type {kind!r} learns from the train batches, which A3C never "
                              "builds (its workers compute gradients); use A2C or PPO")
 
+    def setup(self, config: dict) -> None:
+        super().setup(config)
+        # === wiring: the workers' gradients in this process or on Ray, chosen here once ===
+        self.pool = worker_pool(self.workers)
+
     def training_step(self) -> Dict[str, Any]:
         learner_info: Dict[str, Any] = {}
         local = self.workers.local_worker()
         applied = 0
         while applied < self.config["grads_per_step"]:
-            # === sample + gradients: on every worker at once (or here, without workers) ===
-            if self.workers.remote_workers():
-                self.workers.submit_async(sample_and_compute_gradients, max_in_flight=1)
-                arrived = self.workers.ready_results(timeout_s=None)
-            else:
-                arrived = [(0, sample_and_compute_gradients(local))]
-            for index, (grads, infos, env_steps, agent_steps) in arrived:
+            # === sample + gradients: on every worker at once ===
+            self.pool.submit(sample_and_compute_gradients, max_in_flight=1)
+            for index, (grads, infos, env_steps, agent_steps) in self.pool.ready_results(timeout_s=None):
                 # === learn: apply each gradient as it arrives ===
                 for pid, policy_grads in grads.items():
                     stats = local.get_policy(pid).apply_gradients(policy_grads)
@@ -82,8 +85,5 @@ class A3CTrainer(Trainer):
                 self.counters["num_env_steps_trained"] += env_steps
                 applied += 1
                 # === sync: the new weights to this worker only ===
-                if self.workers.remote_workers():
-                    self.workers.push_weights([index], local.get_weights(list(grads)), self._global_vars())
-                else:
-                    local.set_global_vars(self._global_vars())
+                self.pool.sync_worker(index, partial(local.get_weights, list(grads)), self._global_vars())
         return learner_info

@@ -2,24 +2,26 @@
 and add n-step transitions, prioritized on the worker, straight to replay shards; a learner
 thread learns on batches replayed from the shards and sends the new priorities back.
 
-With remote workers the shards are Ray actors (`num_replay_buffer_shards`), started by
-`WorkerSet.start_actors`. With `num_workers: 0` they live in this process and the loop is
-synchronous (sample a fragment, add it to the next shard, learn `training_intensity`), the
-same shards and worker-side code without Ray.
+One loop runs both wirings, chosen in `setup` (`rlfleet.rollout.worker_pools`): with remote
+workers the shards are Ray actors (`num_replay_buffer_shards`) and a learner thread learns
+while the loop samples and replays; with `num_workers: 0` the shards live in this process, the
+trainer's own worker samples one fragment per step and the learner learns inline, paced by
+`training_intensity` (apex/learners.py).
 """
 from __future__ import annotations
 
 import collections
-import queue
 import threading
-import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List
 
+from rlfleet.algorithms.apex.learners import InlineLearner, LearnerThread
 from rlfleet.algorithms.apex.replay_shard import ReplayShard, learn_replayed, worker_side_transitions
-from rlfleet.algorithms.async_learner import LearnerLock
+from rlfleet.algorithms.common.learner_lock import LearnerLock
 from rlfleet.algorithms.dqn.dqn import ALGO_KEYS as DQN_KEYS
 from rlfleet.algorithms.dqn.dqn import DQNTrainer
 from rlfleet.config import ConfigKey, InvalidValue, algorithm_config, boolean, int_at_least, with_defaults
+from rlfleet.rollout.worker_calls import sample_into
+from rlfleet.rollout.worker_pools import worker_pool
 
 K = ConfigKey
 
@@ -110,50 +112,6 @@ def validate_apex(name: str, config: dict) -> None:
                          "(set it to None)")
 
 
-class _Learner(threading.Thread):
-    """Learns on `(shard index, {policy_id: batch})` items from `inqueue`; puts
-    `(shard index, {policy_id: (indexes, priorities)}, infos, rows, target_updated)` on
-    `outqueue`. The target networks are refreshed here, between updates, every
-    `target_network_update_freq` trained rows."""
-
-    def __init__(self, trainer: "ApexTrainer"):
-        super().__init__(daemon=True, name="rlfleet-apex-learner")
-        self.trainer, self.lock = trainer, trainer._lock
-        self.inqueue: "queue.Queue" = queue.Queue(maxsize=int(trainer.config["learner_queue_size"]))
-        self.outqueue: "queue.Queue" = queue.Queue()
-        self.error: Optional[BaseException] = None
-        self.learn_time_s = 0.0
-        self._stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                item = self.inqueue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if item is None:
-                return
-            try:
-                start = time.perf_counter()
-                with self.lock:
-                    out = self.trainer._learn_on(*item)
-                self.learn_time_s += time.perf_counter() - start
-                self.outqueue.put(out)
-            except BaseException as e:  # the trainer's loop raises it
-                self.error = e
-                return
-
-    def stop(self) -> None:
-        if not self.is_alive():
-            return
-        self._stopped.set()
-        try:
-            self.inqueue.put_nowait(None)
-        except queue.Full:
-            pass
-        self.join(timeout=10)
-
-
 class ApexTrainer(LearnerLock, DQNTrainer):
     """Ape-X DQN: distributed prioritized experience replay."""
 
@@ -173,14 +131,19 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         super().setup(config)
         # Reentrant, so that state reads inside `learner_paused()` take it again.
         self._lock = threading.RLock()
+        # === wiring: in this process or on Ray, chosen here once ===
+        self.pool = worker_pool(self.workers, self._lock)
         n = config["num_replay_buffer_shards"]
         args = [(config, i, config["buffer_size"] // n, self.shard_replay_starts(n)) for i in range(n)]
-        self._remote = bool(self.workers.remote_workers())
-        if self._remote:
-            self.shards = self.workers.start_actors(ReplayShard, args)
-        else:
-            self.shards = [ReplayShard(*a) for a in args]
-        self._add_turn = self._replay_turn = 0  # local adds and replays take the shards in turn
+        self.shards = self.pool.start_actors(ReplayShard, args)
+        self._shard_handles = self.pool.as_handles(self.shards)  # as the workers' add calls reach them
+        learner_class = InlineLearner if self.pool.in_process else LearnerThread
+        self.learner = learner_class(lambda item: self._learn_on(*item), self._lock, config["learner_queue_size"])
+        # Replays asked for per step: paced by `training_intensity` when the learner learns
+        # inline (each one learned before the next is asked for, so a shard replays with the
+        # priorities of its last batch), else as many as the shards have room for.
+        self._replay_requests = self._paced_requests if self.pool.in_process else self._free_slot_requests
+        self._replay_turn = 0  # paced replays take the shards in turn
         self._since_sync: Dict[int, int] = collections.defaultdict(int)
         self._replays_in_flight: Dict[Any, int] = {}  # future -> shard index
         self._weights = (-1, None)  # (learner updates, weights handle) of the last weights put
@@ -189,9 +152,6 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         self._trained_since_target = 0
         self.counters.setdefault("num_weight_syncs", 0)
         self.counters.setdefault("num_samples_dropped", 0)
-        self.learner = _Learner(self)
-        if self._remote:
-            self.learner.start()
 
     def shard_replay_starts(self, num_shards: int) -> int:
         """Items a shard holds before it replays: its share of `learning_starts`."""
@@ -216,10 +176,7 @@ class ApexTrainer(LearnerLock, DQNTrainer):
     def _after_learning(self, out) -> None:
         shard_index, priorities, infos, replayed, target_updated = out
         if self.config["prioritized_replay"]:
-            if self._remote:
-                self.workers.call_actor(self.shards[shard_index], "update_priorities", priorities)
-            else:
-                self.shards[shard_index].update_priorities(priorities)
+            self.pool.call(self.shards[shard_index], "update_priorities", priorities)
         self._learner_info.update(infos)
         self.counters["num_env_steps_trained"] += max(self.replayed_steps(b) for b in replayed.values())
         self.counters["num_agent_steps_trained"] += sum(self.replayed_steps(b) for b in replayed.values())
@@ -227,104 +184,77 @@ class ApexTrainer(LearnerLock, DQNTrainer):
             self.counters["num_target_updates"] += 1
             self.counters["last_target_update_ts"] = self.counters["num_env_steps_trained"]
 
+    # --- the loop: the same with in-process shards and with Ray actors -----------------
     def training_step(self) -> Dict[str, Any]:
-        return self._remote_step() if self._remote else self._local_step()
-
-    # --- no remote workers: the same shards, in this process, one step at a time ---------
-    def _local_step(self) -> Dict[str, Any]:
-        cfg = self.config
-        local = self.workers.local_worker()
-        # === sample one fragment and add it to the next shard ===
-        batch = local.sample()
-        self.shards[self._add_turn % len(self.shards)].add(self.worker_side_items(local, batch))
-        self._add_turn += 1
-        self.count_sampled(batch.env_steps(), batch.agent_steps())
-        # === replay from the shards in turn, learn, send priorities back ===
-        if self.counters["num_env_steps_sampled"] >= cfg["learning_starts"]:
-            beta = self.beta_schedule(self.counters["num_env_steps_sampled"])
-            for _ in range(self.updates_owed(batch.env_steps())):
-                index = self._replay_turn % len(self.shards)
-                self._replay_turn += 1
-                replayed = self.shards[index].replay(self.replay_batch_items(), beta)
-                if replayed is not None:
-                    self._after_learning(self._learn_on(index, replayed))
-        local.set_global_vars(self._global_vars())
-        return dict(self._learner_info)
-
-    # --- remote workers: sampling, replay and learning all run at once -----------------
-    def _remote_step(self) -> Dict[str, Any]:
-        cfg = self.config
-        workers = self.workers
+        cfg, pool = self.config, self.pool
         # === sample: the workers add n-step transitions straight to the shards ===
-        workers.sample_async_into(self.worker_side_items, self.shards, "add",
-                                  max_in_flight=cfg["max_sample_requests_in_flight_per_worker"])
-        for index, (env_steps, agent_steps) in workers.ready_results(timeout_s=0.05):
+        pool.submit(sample_into, self.worker_side_items, self._shard_handles, "add",
+                    max_in_flight=cfg["max_sample_requests_in_flight_per_worker"])
+        sampled = 0
+        for index, (env_steps, agent_steps) in pool.ready_results(timeout_s=0.05):
             self.count_sampled(env_steps, agent_steps)
+            sampled += env_steps
             # === sync: newest weights to a worker every max_weight_sync_delay of its steps ===
             self._since_sync[index] += env_steps
             if self._since_sync[index] >= cfg["max_weight_sync_delay"]:
                 self._since_sync[index] = 0
-                self._push_weights(index)
-        # === replay: keep requests in flight on every shard, feed the learner thread ===
+                if pool.sync_worker(index, self._weights_handle, self._global_vars()):
+                    self.counters["num_weight_syncs"] += 1
+        # === replay and learn; priorities go back to the shard replayed from ===
         if self.counters["num_env_steps_sampled"] >= cfg["learning_starts"]:
             beta = self.beta_schedule(self.counters["num_env_steps_sampled"])
-            pending = collections.Counter(self._replays_in_flight.values())
-            for i, shard in enumerate(self.shards):
-                for _ in range(cfg["max_requests_in_flight_per_replay_shard"] - pending[i]):
-                    future = workers.call_actor(shard, "replay", self.replay_batch_items(), beta)
-                    self._replays_in_flight[future] = i
-            ready, _ = workers.wait_futures(list(self._replays_in_flight), timeout_s=0.0)
-            for future in ready:
-                i = self._replays_in_flight.pop(future)
-                replayed = workers.get_futures([future])[0]
-                if replayed is None:
-                    continue
-                try:
-                    self.learner.inqueue.put((i, replayed), timeout=1.0)
-                except queue.Full:
-                    self.counters["num_samples_dropped"] += 1
-        # === priorities: from the learner back to their shards ===
-        self._drain_learner()
+            for index in self._replay_requests(sampled):
+                self._replays_in_flight[pool.call(self.shards[index], "replay", self.replay_batch_items(), beta)] = index
+                self._feed_learner()
+        self._feed_learner()
+        pool.share_global_vars(self._global_vars())
         return dict(self._learner_info)
 
-    def _push_weights(self, index: int) -> None:
+    def _paced_requests(self, sampled: int) -> Iterator[int]:
+        for _ in range(self.updates_owed(sampled)):
+            self._replay_turn += 1
+            yield (self._replay_turn - 1) % len(self.shards)
+
+    def _free_slot_requests(self, sampled: int) -> Iterator[int]:
+        pending = collections.Counter(self._replays_in_flight.values())
+        for i in range(len(self.shards)):
+            for _ in range(self.config["max_requests_in_flight_per_replay_shard"] - pending[i]):
+                yield i
+
+    def _feed_learner(self) -> None:
+        """Replays that have arrived go to the learner; what it learned goes back."""
+        if self._replays_in_flight:
+            ready, _ = self.pool.wait(list(self._replays_in_flight), timeout_s=0.0)
+            for future in ready:
+                i = self._replays_in_flight.pop(future)
+                replayed = self.pool.get([future])[0]
+                if replayed is not None and not self.learner.put((i, replayed)):
+                    self.counters["num_samples_dropped"] += 1
+        self.learner.raise_error()
+        for out in self.learner.take_outputs():
+            self._after_learning(out)
+
+    def _weights_handle(self) -> Any:
         if self._weights[0] != self._updates:
             with self._lock:
                 version, weights = self._updates, self.workers.local_worker().get_weights()
-            self._weights = (version, self.workers.put_weights(weights))
-        self.workers.push_weights([index], self._weights[1], self._global_vars())
-        self.counters["num_weight_syncs"] += 1
-
-    def _drain_learner(self) -> None:
-        if self.learner.error is not None:
-            raise RuntimeError(f"the learner thread failed: {self.learner.error}") from self.learner.error
-        while True:
-            try:
-                out = self.learner.outqueue.get_nowait()
-            except queue.Empty:
-                return
-            self._after_learning(out)
+            self._weights = (version, self.pool.put(weights))
+        return self._weights[1]
 
     # --- results, state, stop ---------------------------------------------------------
     def replay_shard_stats(self) -> List[Dict[str, Any]]:
         """Each shard's `stats()` (sizes, adds, replays, priority updates), in shard order."""
-        if self._remote:
-            return self.workers.get_futures([self.workers.call_actor(s, "stats") for s in self.shards])
-        return [s.stats() for s in self.shards]
+        return self.pool.get([self.pool.call(s, "stats") for s in self.shards])
 
     def shard_priorities(self, shard_index: int, policy_id: str = "default_policy"):
         """priority^alpha of each transition of one shard's buffer for `policy_id`."""
-        shard = self.shards[shard_index]
-        if self._remote:
-            return self.workers.get_futures([self.workers.call_actor(shard, "priorities", policy_id)])[0]
-        return shard.priorities(policy_id)
+        return self.pool.get([self.pool.call(self.shards[shard_index], "priorities", policy_id)])[0]
 
     def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
         result = super()._compile_result(learner_info, steps_this_iter)
         for i, stats in enumerate(self.replay_shard_stats()):
             result["info"][f"replay_shard_{i}"] = stats
-        result["info"]["learner_queue"] = {"size_now": self.learner.inqueue.qsize(),
-                                           "capacity": self.learner.inqueue.maxsize}
+        result["info"]["learner_queue"] = self.learner.queue_stats()
         result["info"]["learner_time_s"] = self.learner.learn_time_s
         return result
 
@@ -333,6 +263,5 @@ class ApexTrainer(LearnerLock, DQNTrainer):
 
     def stop(self) -> None:
         self.learner.stop()
-        if self._remote:
-            self.workers.kill_actors(self.shards)
+        self.pool.kill_actors(self.shards)
         super().stop()

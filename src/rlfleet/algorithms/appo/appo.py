@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from typing import List
 
-from rlfleet.algorithms.async_learner import ASYNC_KEYS
+from rlfleet.algorithms.common.async_sampling import ASYNC_KEYS
 from rlfleet.algorithms.appo.appo_policy import APPOTorchPolicy
 from rlfleet.algorithms.impala.impala import ALGO_KEYS as IMPALA_KEYS, ImpalaTrainer
 from rlfleet.config import ConfigKey, algorithm_config, int_at_least, number_above, number_in, with_defaults

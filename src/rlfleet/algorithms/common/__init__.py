@@ -6,6 +6,8 @@
   helpers of their policies;
 - multi_agent.py: `SingleUpdateTrainer` (PG, MARWIL, BC) and the train-batch helpers of the
   on-policy algorithms; sampling.py: sampling for a `training_step`;
+- async_sampling.py, learner_thread.py, mix_in_replay.py, learner_lock.py: the asynchronous
+  data flow of IMPALA and APPO (sampling beside a learner thread);
 - vtrace.py: V-trace targets (IMPALA, APPO); custom_models.py: `model.custom_model` for
   algorithms that build their own networks.
 
@@ -14,10 +16,17 @@ than that module.
 """
 from rlfleet.module_aliases import lazy_exports
 
-__all__ = ["OffPolicyTrainer", "SequenceReplayTrainer", "SingleUpdateTrainer", "make_replay_buffer", "sample_train_batch",
+__all__ = ["ASYNC_KEYS", "AsyncSamplingTrainer", "LearnerLock", "LearnerThread", "MinibatchBuffer", "MixInReplay",
+           "OffPolicyTrainer", "SequenceReplayTrainer", "SingleUpdateTrainer", "make_replay_buffer", "sample_train_batch",
            "trainable_batches"]
 
 __getattr__ = lazy_exports(__name__, {
+    "ASYNC_KEYS": ("rlfleet.algorithms.common.async_sampling", "ASYNC_KEYS"),
+    "AsyncSamplingTrainer": ("rlfleet.algorithms.common.async_sampling", "AsyncSamplingTrainer"),
+    "LearnerLock": ("rlfleet.algorithms.common.learner_lock", "LearnerLock"),
+    "LearnerThread": ("rlfleet.algorithms.common.learner_thread", "LearnerThread"),
+    "MinibatchBuffer": ("rlfleet.algorithms.common.learner_thread", "MinibatchBuffer"),
+    "MixInReplay": ("rlfleet.algorithms.common.mix_in_replay", "MixInReplay"),
     "OffPolicyTrainer": ("rlfleet.algorithms.common.off_policy", "OffPolicyTrainer"),
     "SequenceReplayTrainer": ("rlfleet.algorithms.common.sequence_replay", "SequenceReplayTrainer"),
     "SingleUpdateTrainer": ("rlfleet.algorithms.common.multi_agent", "SingleUpdateTrainer"),

@@ -3,29 +3,71 @@ place ES and ARS call Ray. It calls Ray itself, beside the WorkerSet, because th
 are no RolloutWorkers: they score perturbations of a flat vector read from a shared noise
 table and answer with returns, where a RolloutWorker samples batches for a policy.
 
-`num_workers: 0` runs the tasks in this process, one after the other. With N remote
-workers, the noise table is put into the object store once (every worker maps that one
-copy), each round's `theta` and filter state once (one `ray.put`, many readers), and every
-idle worker gets the next task as soon as it answers. A worker that dies (or raises) loses
-nothing: its task, with the same directions, goes to a replacement
-(`recreate_failed_workers`) or to the remaining workers (`ignore_worker_failures`); with
-neither set, `WorkerFailureError` is raised, as for the rollout workers.
+One loop runs both wirings, chosen in `PerturbationPool.__init__`: with `num_workers: 0` one
+worker in this process (`InProcessActorPool`: each task runs when handed out), with N
+remote workers Ray actors (`RayActorPool`). There the noise table is put into the object store
+once (every worker maps that one copy), each round's `theta` and filter state once (one
+`ray.put`, many readers), and every idle worker gets the next task as soon as it answers. A
+worker that dies (or raises) loses nothing: its task, with the same directions, goes to a
+replacement (`recreate_failed_workers`) or to the remaining workers (`ignore_worker_failures`);
+with neither set, `WorkerFailureError` is raised, as for the rollout workers (one
+`FailurePolicy`).
 """
 from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rlfleet.algorithms.evolution.flat_policy import FlatLayout
 from rlfleet.algorithms.evolution.rollouts import PerturbationWorker, RolloutResult, RolloutTask
-from rlfleet.trainer.fault_tolerance import WorkerFailureError
+from rlfleet.trainer.fault_tolerance import FailurePolicy, WorkerFailureError
 from rlfleet.rollout.worker_membership import cpus_wanted
+from rlfleet.rollout.worker_pools import ActorPool, InProcessActorPool
 from rlfleet.utils.ray_utils import init_ray, is_worker_failure
 
 logger = logging.getLogger(__name__)
+
+
+class RayActorPool(ActorPool):
+    """Perturbation workers as Ray actors (the `ActorPool` interface; no restarts: a failure
+    goes to the `FailurePolicy`)."""
+
+    in_process = False
+
+    def __init__(self, config: dict, num_workers: int):
+        self.ray = init_ray(num_cpus=cpus_wanted(config, num_workers), address=config.get("address"))
+
+    def start_actors(self, cls: type, actor_args: Sequence[tuple], **options: Any) -> List[Any]:
+        remote_cls = self.ray.remote(cls)
+        return [remote_cls.options(max_restarts=0, **options).remote(*args) for args in actor_args]
+
+    def call(self, handle: Any, method: str, *args: Any) -> Any:
+        return getattr(handle, method).remote(*args)
+
+    def wait(self, futures: Sequence[Any], timeout_s: Optional[float] = 0.0,
+             num_returns: Optional[int] = None) -> Tuple[List[Any], List[Any]]:
+        futures = list(futures)
+        return self.ray.wait(futures, num_returns=len(futures) if num_returns is None else num_returns,
+                             timeout=timeout_s)
+
+    def get(self, futures: Sequence[Any]) -> List[Any]:
+        return self.ray.get(list(futures))
+
+    def put(self, value: Any) -> Any:
+        return self.ray.put(value)
+
+    def kill_actors(self, handles: Sequence[Any]) -> None:
+        for handle in handles:
+            try:
+                self.ray.kill(handle)
+            except Exception:  # already gone
+                pass
+
+    def as_handles(self, handles: Sequence[Any]) -> List[Any]:
+        return list(handles)
 
 
 class PerturbationPool:
@@ -51,76 +93,64 @@ class PerturbationPool:
         self._num_workers = int(config["num_workers"])
         self.bytes_received = 0
         self.tasks_reissued = 0
-        self._local: Optional[PerturbationWorker] = None
-        self._ray: Any = None
-        self._remote: Dict[int, Any] = {}  # worker index -> actor handle
-        self.noise = noise  # the table the trainer reads directions from
+        # === wiring: in this process or on Ray, chosen here once ===
         if self._num_workers == 0:
-            self._local = PerturbationWorker(env_creator, config, 0, 0, noise, layout)
-            return
-        self._ray = init_ray(num_cpus=cpus_wanted(config, self._num_workers), address=config.get("address"))
-        self._noise_ref = self._ray.put(noise)  # held: the workers' views point into it
+            self.actors: ActorPool = InProcessActorPool()
+            indices = [0]
+        else:
+            self.actors = RayActorPool(config, self._num_workers)
+            indices = list(range(1, self._num_workers + 1))
+        self._noise_ref = self.actors.put(noise)  # held: the workers' views point into it
         # The trainer reads the directions from the same copy (its own array can go).
-        self.noise = self._ray.get(self._noise_ref)
-        self._actor_class = self._ray.remote(PerturbationWorker)
-        for index in range(1, self._num_workers + 1):
-            self._remote[index] = self._start(index)
+        self.noise = self.actors.get([self._noise_ref])[0]
+        self._workers: Dict[int, Any] = {index: self._start(index) for index in indices}  # index -> handle
 
     def _start(self, index: int) -> Any:
         # The noise goes in as an ObjectRef argument: Ray resolves it to a zero-copy,
         # read-only view of the object store's single copy.
-        return self._actor_class.options(num_cpus=self._config["num_cpus_per_worker"], max_restarts=0).remote(
-            self._env_creator, self._config, index, self._num_workers, self._noise_ref, self._layout)
+        args = (self._env_creator, self._config, index, self._num_workers, self._noise_ref, self._layout)
+        return self.actors.start_actors(PerturbationWorker, [args], num_cpus=self._config["num_cpus_per_worker"])[0]
 
     def num_healthy_workers(self) -> int:
-        return len(self._remote)
+        """The remote workers alive (0 without remote workers)."""
+        return 0 if self.actors.in_process else len(self._workers)
 
     def worker_handles(self) -> Dict[int, Any]:
         """Worker index -> Ray actor handle (empty without remote workers)."""
-        return dict(self._remote)
+        return {} if self.actors.in_process else dict(self._workers)
 
     def foreach_env(self, fn: Callable[[Any], Any]) -> List[Any]:
         """`fn(env)` on each worker's env (in worker order)."""
-        if self._local is not None:
-            return [fn(self._local.env)]
-        return self._ray.get([h.__ray_call__.remote(lambda worker: fn(worker.env)) for h in self._remote.values()])
+        return self.actors.foreach(list(self._workers.values()), lambda worker: fn(worker.env))
 
     def run(self, theta: np.ndarray, filter_state: Dict[str, Any], next_task: Callable[[], Optional[RolloutTask]],
             on_result: Callable[[RolloutResult], None]) -> None:
         """Runs tasks until `next_task()` returns None and every task handed out has
         answered; `on_result` sees each answer (and may make `next_task` stop)."""
-        if self._local is not None:
-            task = next_task()
-            while task is not None:
-                result = self._local.run(theta, filter_state, task)
-                self.bytes_received += result.payload_bytes()
-                on_result(result)
-                task = next_task()
-            return
-        ray = self._ray
-        theta_ref, filter_ref = ray.put(theta), ray.put(filter_state)
+        actors = self.actors
+        theta_ref, filter_ref = actors.put(theta), actors.put(filter_state)
         in_flight: Dict[Any, tuple] = {}
         reissue: Deque[RolloutTask] = deque()
 
         def hand_out(index: int) -> None:
             task = reissue.popleft() if reissue else next_task()
             if task is not None:
-                in_flight[self._remote[index].run.remote(theta_ref, filter_ref, task)] = (index, task)
+                in_flight[actors.call(self._workers[index], "run", theta_ref, filter_ref, task)] = (index, task)
 
-        for index in list(self._remote):
+        for index in list(self._workers):
             hand_out(index)
         while in_flight:
-            (ref,), _ = ray.wait(list(in_flight), num_returns=1)
+            (ref,), _ = actors.wait(list(in_flight), timeout_s=None, num_returns=1)
             index, task = in_flight.pop(ref)
             try:
-                result = ray.get(ref)
+                result = actors.get([ref])[0]
             except Exception as e:
                 if not is_worker_failure(e):
                     raise
                 reissue.append(task)  # its directions are tried again, by another worker
                 self.tasks_reissued += 1
                 replaced = self._on_failure(index, e)
-                idle = [i for i in self._remote if i not in {w for w, _ in in_flight.values()}]
+                idle = [i for i in self._workers if i not in {w for w, _ in in_flight.values()}]
                 for i in ([index] if replaced else []) + [i for i in idle if i != index]:
                     if reissue:
                         hand_out(i)
@@ -134,36 +164,21 @@ class PerturbationPool:
 
     def _on_failure(self, index: int, error: BaseException) -> bool:
         """Drops (or replaces) failed worker `index`; True when it was replaced."""
-        cfg = self._config
-        if not (cfg["ignore_worker_failures"] or cfg["recreate_failed_workers"]):
-            raise WorkerFailureError(
-                f"Perturbation worker {index} failed during train(): {error}\nTo go on without it set "
-                "'ignore_worker_failures': True; to replace it with a new worker set "
-                "'recreate_failed_workers': True.") from error
-        handle = self._remote.pop(index)
-        try:
-            self._ray.kill(handle)
-        except Exception:  # already gone
-            pass
-        if cfg["recreate_failed_workers"]:
-            logger.warning("Perturbation worker %d failed (%s); recreating it", index, str(error).splitlines()[0])
-            self._remote[index] = self._start(index)
+        policy = FailurePolicy.from_config(self._config)
+        policy.check_tolerated(f"Perturbation worker {index}", error)
+        logger.warning("Perturbation worker %d failed: %s", index, str(error).splitlines()[0])
+        self.actors.kill_actors([self._workers.pop(index)])
+        if policy.replace("perturbation", [index], len(self._workers)):
+            self._workers[index] = self._start(index)
             return True
-        logger.warning("Perturbation worker %d failed (%s); going on without it", index, str(error).splitlines()[0])
-        if not self._remote:
-            raise WorkerFailureError(f"No healthy perturbation worker is left (worker {index} failed); set "
-                                     "'recreate_failed_workers': True to replace failed workers") from error
         return False
 
     def stop(self) -> None:
-        if self._local is not None:
-            self._local.stop()
-        for handle in self._remote.values():
-            try:
-                self._ray.kill(handle)
-            except Exception:  # already gone
-                pass
-        self._remote = {}
+        if self.actors.in_process:
+            for worker in self._workers.values():
+                worker.stop()
+        self.actors.kill_actors(list(self._workers.values()))
+        self._workers = {}
 
 
-__all__ = ["PerturbationPool"]
+__all__ = ["PerturbationPool", "RayActorPool"]

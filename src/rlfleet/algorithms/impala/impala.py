@@ -1,11 +1,11 @@
 """IMPALA: workers sample without pause, a learner thread learns on V-trace-corrected
-train batches from a queue (the data flow: `rlfleet.algorithms.async_learner`)."""
+train batches from a queue (the data flow: `rlfleet.algorithms.common.async_sampling`)."""
 from __future__ import annotations
 
 from typing import List
 
 from rlfleet.algorithms.a2c.a2c import ACTOR_CRITIC_KEYS, OPTIMIZER_KEYS
-from rlfleet.algorithms.async_learner import ASYNC_KEYS, AsyncSamplingTrainer
+from rlfleet.algorithms.common.async_sampling import ASYNC_KEYS, AsyncSamplingTrainer
 from rlfleet.algorithms.impala.impala_policy import ImpalaTorchPolicy
 from rlfleet.config import ConfigKey, algorithm_config, not_available, number_above, optional, override
 

@@ -4,30 +4,33 @@ Workers sample all the time (up to `max_sample_requests_in_flight_per_worker` re
 each); the trainer's loop gathers whatever batches have arrived, mixes in replayed ones
 (`replay_proportion`), packs them into train batches and puts them on the learner's queue
 (`learner_queue_size`: when it is full the loop waits, so sampling never runs away from
-learning). A learner thread takes train batches off the queue (through a minibatch buffer
-that lets each be learned on `num_sgd_iter` times) and learns; a worker gets the learner's
-newest weights after every `broadcast_interval` of its batches, so it samples with weights a
-little behind the learner's: the policy lag, which V-trace corrects for.
+learning). A learner thread (common/learner_thread.py) takes train batches off the queue and
+learns; a worker gets the learner's newest weights after every `broadcast_interval` of its
+batches, so it samples with weights a little behind the learner's: the policy lag, which
+V-trace corrects for.
 
-With `num_workers: 0` the trainer's own worker samples, one fragment per loop, taking turns
-with the learner thread (they share one model): after queueing a train batch the loop waits
-for the learner's next update, so that a busy loop cannot starve the thread of the lock.
-Every Ray call stays in `WorkerSet`.
+One loop runs both wirings, chosen in `setup` (`rlfleet.rollout.worker_pools`). With
+`num_workers: 0` the trainer's own worker samples, one fragment per loop, taking turns with
+the learner thread (they share one model): after queueing a train batch the loop waits for
+the learner's next update, so that a busy loop cannot starve the thread of the lock.
 """
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import queue
 import threading
-import time
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Tuple
 
 import numpy as np
 
+from rlfleet.algorithms.common.learner_lock import LearnerLock
+from rlfleet.algorithms.common.learner_thread import LearnerThread
+from rlfleet.algorithms.common.mix_in_replay import MixInReplay
 from rlfleet.config import ConfigKey, int_at_least, number_above, number_in
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlfleet.rollout.worker_calls import sample_once
+from rlfleet.rollout.worker_pools import worker_pool
 from rlfleet.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -54,170 +57,9 @@ ASYNC_KEYS: List[ConfigKey] = [
 ]
 
 
-class MinibatchBuffer:
-    """Hands out train batches from `inqueue`, each `num_passes` times, cycling through up to
-    `size` of them (the reference's minibatch buffer)."""
-
-    def __init__(self, inqueue: "queue.Queue", size: int, timeout: float, num_passes: int):
-        self.inqueue, self.timeout, self.num_passes = inqueue, timeout, int(num_passes)
-        self.buffers: List[Any] = [None] * int(size)
-        self.ttl = [0] * int(size)
-        self.idx = 0
-
-    def get(self) -> Tuple[Any, bool]:
-        """`(item, released)`: released is True on the item's last pass.
-
-        Raises:
-            queue.Empty: nothing came within `timeout` seconds.
-        """
-        if self.ttl[self.idx] <= 0:
-            self.buffers[self.idx] = self.inqueue.get(timeout=self.timeout)
-            self.ttl[self.idx] = self.num_passes
-        self.ttl[self.idx] -= 1
-        item, released = self.buffers[self.idx], self.ttl[self.idx] <= 0
-        if released:
-            self.buffers[self.idx] = None
-        self.idx = (self.idx + 1) % len(self.buffers)
-        return item, released
-
-
-class MixInReplay:
-    """Keeps the last `num_slots` sample batches and, for each new one, returns it plus on
-    average `replay_proportion` batches drawn uniformly from the kept ones."""
-
-    def __init__(self, num_slots: int, replay_proportion: float, rng: np.random.Generator):
-        self.slots: List[Any] = []
-        self.num_slots, self.proportion, self.rng = int(num_slots), float(replay_proportion), rng
-        self.next = 0
-
-    def add_and_replay(self, batch: Any) -> List[Any]:
-        out = [batch]
-        if self.num_slots <= 0 or self.proportion <= 0:
-            return out
-        k = int(self.proportion) + int(self.rng.random() < self.proportion - int(self.proportion))
-        if self.slots:
-            out += [self.slots[i] for i in self.rng.integers(0, len(self.slots), size=k)]
-        if len(self.slots) < self.num_slots:
-            self.slots.append(batch)
-        else:
-            self.slots[self.next] = batch
-            self.next = (self.next + 1) % self.num_slots
-        return out
-
-
-class LearnerThread(threading.Thread):
-    """Learns on the train batches put on `inqueue` as `(batch, weights_version)`.
-
-    Args:
-        learn: `train batch -> {policy_id: learner info}` (called under `lock`).
-        config: reads `learner_queue_size`, `learner_queue_timeout`, `minibatch_buffer_size`,
-            `num_sgd_iter`.
-        lock: held during each update; whoever reads or sets the weights takes it too.
-    """
-
-    def __init__(self, learn: Callable[[Any], Dict[str, Any]], config: dict, lock: threading.Lock):
-        super().__init__(daemon=True, name="rlfleet-learner")
-        self.learn, self.lock = learn, lock
-        self.inqueue: "queue.Queue" = queue.Queue(maxsize=int(config["learner_queue_size"]))
-        self.outqueue: "queue.Queue" = queue.Queue()
-        self.timeout = float(config["learner_queue_timeout"])
-        self.minibatch_buffer = MinibatchBuffer(self.inqueue, config["minibatch_buffer_size"], self.timeout,
-                                                config["num_sgd_iter"])
-        self.version = 0  # updates so far: the weights' version
-        self.updates_reported = 0  # updates whose results are on outqueue
-        self.error: Optional[BaseException] = None
-        self.updated = threading.Condition()  # notified after each update (and on failure)
-        self.queue_sizes: List[int] = []
-        self.learn_time_s = 0.0
-        self._stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                self.step()
-            except queue.Empty:
-                self._fail(RuntimeError(
-                    f"The learner got no train batch for {self.timeout:g} s ('learner_queue_timeout'); the workers "
-                    "stopped delivering samples. Check the workers, or raise 'learner_queue_timeout'."))
-                return
-            except BaseException as e:  # reported to the trainer's loop, which raises it
-                self._fail(e)
-                return
-
-    def _fail(self, error: BaseException) -> None:
-        with self.updated:
-            self.error = error
-            self.updated.notify_all()
-
-    def step(self) -> None:
-        self.queue_sizes.append(self.inqueue.qsize())
-        (batch, sampled_version), _ = self.minibatch_buffer.get()
-        if batch is None:  # stop() wakes the thread with a None
-            return
-        start = time.perf_counter()
-        with self.lock:
-            info = self.learn(batch)
-            lag = self.version - sampled_version
-            self.version += 1
-        self.learn_time_s += time.perf_counter() - start
-        self.outqueue.put((batch.env_steps(), batch.agent_steps(), lag, info))
-        with self.updated:
-            self.updates_reported += 1
-            self.updated.notify_all()
-
-    def wait_for_update(self, after: int, timeout: float) -> bool:
-        """Waits up to `timeout` s until more than `after` updates are on `outqueue` (or the
-        thread failed); True when they are."""
-        with self.updated:
-            return self.updated.wait_for(lambda: self.updates_reported > after or self.error is not None, timeout)
-
-    def stop(self) -> None:
-        self._stopped.set()
-        try:
-            self.inqueue.put_nowait((None, 0))
-        except queue.Full:
-            pass
-        self.join(timeout=10)
-
 
 def _multi(batch: Any) -> MultiAgentBatch:
     return batch if isinstance(batch, MultiAgentBatch) else batch.as_multi_agent()
-
-
-class LearnerLock:
-    """For trainers whose learner thread updates the weights under `self._lock` (an RLock):
-    reading or setting weights and state takes the lock too, and `learner_paused()` holds it
-    for a block. Subclasses drop their caches of the weights in `_weights_changed()`."""
-
-    _lock: threading.RLock
-
-    @contextlib.contextmanager
-    def learner_paused(self) -> Iterator[None]:
-        """Holds the learner thread between two updates: weights, state and checkpoints
-        taken inside the block agree with each other."""
-        with self._lock:
-            yield
-
-    def get_weights(self, policies: Optional[List[str]] = None) -> Dict[str, dict]:
-        with self._lock:
-            return super().get_weights(policies)
-
-    def set_weights(self, weights: Dict[str, dict]) -> None:
-        with self._lock:
-            super().set_weights(weights)
-        self._weights_changed()
-
-    def get_state(self) -> Dict[str, Any]:
-        with self._lock:
-            return super().get_state()
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        with self._lock:
-            super().set_state(state)
-        self._weights_changed()
-
-    def _weights_changed(self) -> None:
-        """Called after the weights were set from outside the learner."""
 
 
 class AsyncSamplingTrainer(LearnerLock, Trainer):
@@ -229,6 +71,8 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
         self._lock = threading.RLock()
         self.learner = LearnerThread(self._learn, config, self._lock)
         self.learner.start()
+        # === wiring: in this process or on Ray, chosen here once ===
+        self.pool = worker_pool(self.workers, self._lock)
         self._replay = MixInReplay(config["replay_buffer_num_slots"], config["replay_proportion"],
                                    np.random.default_rng(config.get("seed")))
         self._pending: List[Tuple[Any, int]] = []  # (sample batch, weights version) waiting for a train batch
@@ -260,18 +104,11 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
 
     # --- the loop -------------------------------------------------------------------
     def training_step(self) -> Dict[str, Any]:
-        cfg = self.config
-        # === sample: the batches the workers have finished (or one local fragment) ===
-        if self.workers.remote_workers():
-            for index in self.workers.sample_async_requests(cfg["max_sample_requests_in_flight_per_worker"]):
-                self._request_versions[index].append(self._pushed_version[index])
-            arrived = self.workers.ready_batches(timeout_s=1.0)
-            arrived = [(i, b, self._pop_version(i)) for i, b in arrived]
-        else:
-            # The local worker acts with the learner's own model (a torch model keeps its last
-            # forward pass's values), so the two take turns.
-            with self._lock:
-                arrived = [(0, self.workers.local_worker().sample(), self.learner.version)]
+        cfg, pool = self.config, self.pool
+        # === sample: the batches the workers have finished ===
+        for index in pool.submit(sample_once, max_in_flight=cfg["max_sample_requests_in_flight_per_worker"]):
+            self._request_versions[index].append(self._acting_version(index))
+        arrived = [(i, b, self._pop_version(i)) for i, b in pool.ready_results(timeout_s=1.0)]
         # === queue train batches for the learner ===
         for index, batch, version in arrived:
             self.count_sampled(batch.env_steps(), batch.agent_steps())
@@ -285,20 +122,25 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
                               else MultiAgentBatch.concat_samples([_multi(b) for b, _ in self._pending]),
                               min(v for _, v in self._pending))
                 self._pending, self._pending_steps = [], 0
-                if not self.workers.remote_workers():
+                if pool.in_process:  # the worker acts with the learner's model: they take turns
                     self._wait_for_learner(reported)
             # === sync: the learner's newest weights to this worker, every broadcast_interval ===
-            if self.workers.remote_workers():
-                self._since_broadcast[index] += 1
-                if self._since_broadcast[index] >= cfg["broadcast_interval"]:
-                    self._since_broadcast[index] = 0
-                    self._broadcast_to(index)
+            self._since_broadcast[index] += 1
+            if self._since_broadcast[index] >= cfg["broadcast_interval"]:
+                self._since_broadcast[index] = 0
+                if pool.sync_worker(index, self._weights_handle, self._global_vars()):
+                    self._pushed_version[index] = self._weights_ref[0]
         self._drain_learner()
         return self._learner_info
 
+    def _acting_version(self, index: int) -> int:
+        # The weights' version worker `index` samples with: an in-process worker acts with the
+        # learner's own model, a remote one with the weights last pushed to it.
+        return self.learner.version if self.pool.in_process else self._pushed_version[index]
+
     def _pop_version(self, index: int) -> int:
         versions = self._request_versions[index]
-        return versions.popleft() if versions else self._pushed_version[index]
+        return versions.popleft() if versions else self._acting_version(index)
 
     def _enqueue(self, train_batch: Any, version: int) -> None:
         # Waits while the queue is full (back pressure), but not on a learner that died.
@@ -319,15 +161,13 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
                 return
         self._raise_learner_error()
 
-    def _broadcast_to(self, index: int) -> None:
-        version = self.learner.version
-        if self._weights_ref[0] != version:
+    def _weights_handle(self) -> Any:
+        if self._weights_ref[0] != self.learner.version:
             with self._lock:
                 version = self.learner.version
                 weights = self.workers.local_worker().get_weights()
-            self._weights_ref = (version, self.workers.put_weights(weights))
-        self.workers.push_weights([index], self._weights_ref[1], self._global_vars())
-        self._pushed_version[index] = self._weights_ref[0]
+            self._weights_ref = (version, self.pool.put(weights))
+        return self._weights_ref[1]
 
     def _drain_learner(self) -> None:
         self._raise_learner_error()
@@ -341,8 +181,7 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
             self._trained_this_iter += env_steps
             self._lags.append(lag)
             self._learner_info = info
-        if not self.workers.remote_workers():  # the local worker acts with the learner's policy
-            self.workers.local_worker().set_global_vars(self._global_vars())
+        self.pool.share_global_vars(self._global_vars())
 
     def _raise_learner_error(self) -> None:
         if self.learner.error is not None:
@@ -391,4 +230,4 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
         super().stop()
 
 
-__all__ = ["ASYNC_KEYS", "AsyncSamplingTrainer", "LearnerLock", "LearnerThread", "MinibatchBuffer", "MixInReplay"]
+__all__ = ["ASYNC_KEYS", "AsyncSamplingTrainer"]
