@@ -26,8 +26,8 @@ import torch
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
 from rlfleet.algorithms.off_policy_common import replay_columns
 from rlfleet.fast.ddpg import DDPGNets, DDPGSettings, ddpg_gradients
-from rlfleet.policy.numpy_learner import FlatAdam, OffPolicyNumpyLearner, clip_guard_and_step, critic_layers, module_layers,
-                                          nets_reason
+from rlfleet.policy.numpy_learner import (FlatAdam, OffPolicyNumpyLearner, clip_guard_and_step, critic_layers,
+                                          module_layers, nets_reason)
 from rlfleet.policy.sample_batch import SampleBatch
 
 SB = SampleBatch

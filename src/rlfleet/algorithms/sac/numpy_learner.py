@@ -32,8 +32,8 @@ import torch
 from rlfleet.algorithms.off_policy_common import replay_columns
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.fast.sac import SACNets, sac_gradients
-from rlfleet.policy.numpy_learner import FlatAdam, OffPolicyNumpyLearner, clip_guard_and_step, critic_layers, module_layers,
-                                          nets_reason
+from rlfleet.policy.numpy_learner import (FlatAdam, OffPolicyNumpyLearner, clip_guard_and_step, critic_layers,
+                                          module_layers, nets_reason)
 from rlfleet.utils.spaces import policy_action_bounds
 
 _NAMES = ("critic", "actor", "alpha")
