@@ -81,6 +81,38 @@ def test_the_plan_is_computed_once_and_again_after_a_structural_change(monkeypat
         torch.set_num_threads(before)
 
 
+def test_a_numpy_learner_serves_exactly_the_class_that_names_it(monkeypatch):
+    """The one exact-type check and dispatch (rlfleet/policy/numpy_learner.py)."""
+    from rlfleet.algorithms.dqn.dqn_policy import DQNTorchPolicy
+    from rlfleet.algorithms.dqn.numpy_learner import DQNNumpyLearner
+    from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
+    from rlfleet.policy.numpy_learner import (LEARN_ON_BATCH, MULTI_EPOCH_SGD, declared_numpy_learner,
+                                              numpy_learner_reason, planned_numpy_learner)
+
+    class ChangedLoss(DQNTorchPolicy):
+        pass
+
+    class SameLoss(DQNTorchPolicy):
+        numpy_learner = DQNNumpyLearner
+
+    assert declared_numpy_learner(DQNTorchPolicy) is DQNNumpyLearner
+    assert declared_numpy_learner(ChangedLoss) is None and declared_numpy_learner(SameLoss) is DQNNumpyLearner
+    assert declared_numpy_learner(PPOTorchPolicy).replaces == MULTI_EPOCH_SGD
+    env = gym.make("CartPole-v1")
+    policy = dqn_policy(env, model={"fcnet_hiddens": [16]}, hiddens=[8])
+    assert numpy_learner_reason(policy) is None
+    learner = planned_numpy_learner(policy, LEARN_ON_BATCH)
+    assert isinstance(learner, DQNNumpyLearner) and planned_numpy_learner(policy, LEARN_ON_BATCH) is learner
+    assert planned_numpy_learner(policy, MULTI_EPOCH_SGD) is None  # DQN's learner replaces learn_on_batch only
+    for cls, served in ((ChangedLoss, False), (SameLoss, True)):
+        monkeypatch.setattr(policy, "__class__", cls)
+        policy.refresh_fast_plan()
+        assert (numpy_learner_reason(policy) is None) is served
+        assert (planned_numpy_learner(policy, LEARN_ON_BATCH) is not None) is served
+    monkeypatch.setattr(policy, "__class__", ChangedLoss)
+    assert numpy_learner_reason(policy) == "the policy class is ChangedLoss, not DQNTorchPolicy"
+
+
 def test_an_unknown_fast_path_value_is_rejected():
     from rlfleet.config import validate_config
 
