@@ -1,6 +1,5 @@
-"""Learner throughput: the fused NumPy updates (rlfleet/algorithms/ppo/fused_sgd.py,
-rlfleet/algorithms/sac/fused_update.py, rlfleet/algorithms/ddpg/fused_update.py) vs the
-torch path, on the same real train batches, in one run.
+"""Learner throughput: the NumPy learners (rlfleet/algorithms/{ppo,sac,ddpg}/numpy_learner.py)
+vs the torch path, on the same real train batches, in one run.
 
     python benchmarks/learner.py [--cases zoo default pendulum sac td3] [--rounds 5] [--threads 1]
 
@@ -9,11 +8,11 @@ minibatch, 20 passes over 256 rows); `default` is PPO's defaults (two [256, 256]
 128-row minibatches, 30 passes over 4000 rows); `pendulum` is a Gaussian policy with the
 defaults' nets on 2048 rows. The two paths alternate for `--rounds` timed calls of
 `multi_epoch_sgd` on the same batch; prints minibatch updates per second of each and the
-median ratio (fused / torch: higher is faster) with its spread. `sac` is SAC's Zoo Pendulum
+median ratio (numpy / torch: higher is faster) with its spread. `sac` is SAC's Zoo Pendulum
 case (two [256, 256] ReLU Q-nets and a policy net, 256-row batches): 50 `learn_on_batch`
 calls per timed round; `td3` is TD3's defaults on Pendulum ([400, 300] actor and twin
 critics). Torch runs on the trainer's thread count (`num_cpus_for_driver`: 1) unless
-`--threads N` sets it after each trainer is built; the off-policy fused updates run only
+`--threads N` sets it after each trainer is built; the off-policy NumPy learners run only
 with one thread.
 """
 from __future__ import annotations
@@ -49,7 +48,7 @@ def main() -> None:
     from rlfleet.policy.sample_batch import SampleBatch
 
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'case':9s} {'fused updates/s':>16s} {'torch updates/s':>16s}  ratio (min-max)  torch threads")
+    print(f"{'case':9s} {'numpy updates/s':>16s} {'torch updates/s':>16s}  ratio (min-max)  torch threads")
     for case in args.cases:
         if case in ("sac", "td3"):
             _off_policy(case, args.rounds, args.threads)
@@ -66,18 +65,18 @@ def main() -> None:
         size = min(cfg["sgd_minibatch_size"], n)
         updates = cfg["num_sgd_iter"] * sum(1 for s in range(0, n, size) if min(s + size, n) - s >= size // 2 or s == 0)
         weights = policy.get_weights()
-        rates = {"fused": [], "torch": []}
+        rates = {"numpy": [], "torch": []}
         for _ in range(args.rounds):
-            for path in ("fused", "torch"):
-                policy.config["fast_path"] = "auto" if path == "fused" else "off"
+            for path in ("numpy", "torch"):
+                policy.config["fast_path"] = "auto" if path == "numpy" else "off"
                 policy.refresh_fast_plan()
                 policy.set_weights(weights)
                 start = time.perf_counter()
                 policy.multi_epoch_sgd(batch.copy(), cfg["num_sgd_iter"], cfg["sgd_minibatch_size"])
                 rates[path].append(updates / (time.perf_counter() - start))
         trainer.stop()
-        ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
-        print(f"{case:9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
+        ratios = [f / t for f, t in zip(rates["numpy"], rates["torch"])]
+        print(f"{case:9s} {statistics.median(rates['numpy']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
               f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})  {torch.get_num_threads()}",
               flush=True)
 
@@ -109,20 +108,20 @@ def _off_policy(case: str, rounds: int, threads: int) -> None:
     rng = np.random.default_rng(0)
     rows = [rng.choice(data.count, 256, replace=False) for _ in range(50)]
     batches = [type(data)({k: v[r] for k, v in data.items()}) for r in rows]
-    rates = {"fused": [], "torch": []}
+    rates = {"numpy": [], "torch": []}
     for _ in range(rounds):
-        for path in ("fused", "torch"):
-            policy.config["fast_path"] = "auto" if path == "fused" else "off"
+        for path in ("numpy", "torch"):
+            policy.config["fast_path"] = "auto" if path == "numpy" else "off"
             policy.refresh_fast_plan()
             start = time.perf_counter()
             for batch in batches:
                 policy.learn_on_batch(batch)
             rates[path].append(len(batches) / (time.perf_counter() - start))
     trainer.stop()
-    ratios = [f / t for f, t in zip(rates["fused"], rates["torch"])]
+    ratios = [f / t for f, t in zip(rates["numpy"], rates["torch"])]
     threads = torch.get_num_threads()
-    note = "" if threads == 1 else " (both ran torch's update: the fused one needs 1 thread)"
-    print(f"{case:9s} {statistics.median(rates['fused']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
+    note = "" if threads == 1 else " (both ran torch's update: the NumPy learner needs 1 thread)"
+    print(f"{case:9s} {statistics.median(rates['numpy']):16,.0f} {statistics.median(rates['torch']):16,.0f}  "
           f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})  {threads}{note}", flush=True)
 
 

@@ -65,7 +65,7 @@ def test_dqn_builds_the_custom_model_as_its_base_and_learns_through_it(algo, tmp
         after = policy.get_weights()
         assert any(not np.array_equal(before[k], after[k]) for k in before)
         # The NumPy fast path restates only the built-in MLP: a custom trunk learns in torch.
-        from rlfleet.algorithms.dqn.fused_update import unsupported_reason
+        from rlfleet.algorithms.dqn.numpy_learner import unsupported_reason
 
         assert "custom model" in unsupported_reason(policy)
     finally:

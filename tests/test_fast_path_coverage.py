@@ -8,22 +8,29 @@ import pytest
 
 from rlfleet.config import COMMON_CONFIG, MODEL_DEFAULTS, ConfigKey
 from rlfleet.policy.fast_plan import FAST_PATH_KEYS, HANDLED, NOT_USED, FallsBack, unclassified_keys
+from rlfleet.policy.numpy_learner import declared_numpy_learner
+from rlfleet.registry import get_trainer_class, list_algorithms
 
 
 def _algo_keys():
-    from rlfleet.algorithms.apex import apex, apex_ddpg
-    from rlfleet.algorithms.ddpg import ddpg
-    from rlfleet.algorithms.dqn import dqn
-    from rlfleet.algorithms.ppo import ppo
-    from rlfleet.algorithms.sac import sac
-    from rlfleet.algorithms.td3 import td3
+    """`{algorithm: (its NumPy learner's FAST_PATH_KEYS family, its config keys)}` for every
+    registered algorithm whose policy class names a NumPy learner (`numpy_learner`)."""
+    out = {}
+    for name in list_algorithms():
+        trainer = get_trainer_class(name)
+        learner = declared_numpy_learner(trainer._policy_class)
+        if learner is not None:
+            out[name] = (learner.family, list(trainer._algo_keys))
+    return out
 
-    return {"PPO": ("PPO", ppo.ALGO_KEYS), "SAC": ("SAC", sac.ALGO_KEYS), "DDPG": ("DDPG", ddpg.ALGO_KEYS),
-            "TD3": ("DDPG", td3.ALGO_KEYS), "DQN": ("DQN", dqn.ALGO_KEYS), "APEX": ("DQN", apex.ALGO_KEYS),
-            "APEX_DDPG": ("DDPG", apex_ddpg.ALGO_KEYS)}
+
+def test_the_algorithms_with_a_numpy_learner_are_found_and_each_family_is_used():
+    algorithms = _algo_keys()
+    assert {"PPO", "DQN", "SAC", "DDPG"} <= set(algorithms)  # the derivation finds the known learners
+    assert {family for family, _ in algorithms.values()} == set(FAST_PATH_KEYS) - {"model"}
 
 
-@pytest.mark.parametrize("algorithm", ["PPO", "SAC", "DDPG", "TD3", "DQN", "APEX", "APEX_DDPG"])
+@pytest.mark.parametrize("algorithm", sorted(_algo_keys()))
 def test_every_algorithm_key_is_classified(algorithm):
     family, keys = _algo_keys()[algorithm]
     assert unclassified_keys(family, [k.name for k in keys]) == [], (

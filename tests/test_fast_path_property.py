@@ -1,4 +1,4 @@
-"""Property test of the NumPy learners (rlfleet/fast + the fused updates): for drawn configs
+"""Property test of the NumPy learners (rlfleet/fast + rlfleet/algorithms/*/numpy_learner.py): for drawn configs
 (algorithm, net sizes, activations, action space, loss coefficients, clipping) one update on
 the fast path leaves the same gradients as autograd's and the same weights as torch's update;
 a draw the NumPy maths do not compute falls back to torch and says why."""
@@ -84,7 +84,8 @@ def _learn(policy, algorithm: str, batch: SB):
 
 def _fast_gradients(policy):
     """`{(optimizer, i): the NumPy learner's gradient of parameter i}`, from its flat buffers."""
-    adams = policy._fused.adams if hasattr(policy._fused, "adams") else {"default": policy._fused.adam}
+    learner = policy._numpy_learner
+    adams = learner.adams if hasattr(learner, "adams") else {"default": learner.adam}
     return {(name, i): adam.grad_views[id(p)] for name, adam in adams.items()
             for i, p in enumerate(policy.optimizers[name].param_groups[0]["params"])}
 
@@ -104,7 +105,7 @@ def test_one_fast_update_is_autograds(algorithm, data):
     out_fast, out_torch = _learn(fast, algorithm, batch), _learn(torch_path, algorithm, batch)
     plan = fast.fast_plan
     if not supported:
-        assert plan.learner == "torch" and plan.learner_reason and fast._fused is None
+        assert plan.learner == "torch" and plan.learner_reason and fast._numpy_learner is None
         return
     assert plan.learner == "numpy", plan.learner_reason
     assert out_fast["learner_stats"].keys() == out_torch["learner_stats"].keys()

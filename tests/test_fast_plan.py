@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rlfleet.algorithms.ppo import PPOTrainer
+from rlfleet.policy import fast_plan
 from rlfleet.policy.fast_plan import FastPathPlan, key_fallback_reason
 from tests.test_fused_dqn import _policy as dqn_policy
 from tests.test_fused_sac import _policy as sac_policy, _transitions
@@ -21,7 +22,7 @@ def test_every_result_reports_each_policys_fast_path():
         info = trainer.train()["info"]["learner"]["default_policy"]
         assert info["fast_path"] == "numpy" and "same update" in info["fast_path_reason"]
         assert info["fast_path_actor"] == "numpy"
-        assert trainer.get_policy()._fused is not None
+        assert trainer.get_policy()._numpy_learner is not None
     finally:
         trainer.stop()
     trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "fast_path": "off"})
@@ -29,7 +30,7 @@ def test_every_result_reports_each_policys_fast_path():
         info = trainer.train()["info"]["learner"]["default_policy"]
         assert (info["fast_path"], info["fast_path_reason"]) == ("torch", "fast_path is 'off'")
         assert info["fast_path_actor"] == "torch" and trainer.get_policy().numpy_actor_reason() == "fast_path is 'off'"
-        assert trainer.get_policy()._fused is None
+        assert trainer.get_policy()._numpy_learner is None
     finally:
         trainer.stop()
 
@@ -61,8 +62,8 @@ def test_the_plan_is_computed_once_and_again_after_a_structural_change(monkeypat
     env = gym.make("CartPole-v1")
     policy = dqn_policy(env, model={"fcnet_hiddens": [16]}, hiddens=[8])
     calls = []
-    original = type(policy).fast_learner_reason
-    monkeypatch.setattr(type(policy), "fast_learner_reason", lambda self: calls.append(1) or original(self))
+    original = fast_plan.numpy_learner_reason
+    monkeypatch.setattr(fast_plan, "numpy_learner_reason", lambda p: calls.append(1) or original(p))
     batch = _transitions("CartPole-v1", 32)
     for _ in range(3):
         policy.learn_on_batch(batch.copy())
@@ -80,6 +81,38 @@ def test_the_plan_is_computed_once_and_again_after_a_structural_change(monkeypat
         torch.set_num_threads(before)
 
 
+def test_a_numpy_learner_serves_exactly_the_class_that_names_it(monkeypatch):
+    """The one exact-type check and dispatch (rlfleet/policy/numpy_learner.py)."""
+    from rlfleet.algorithms.dqn.dqn_policy import DQNTorchPolicy
+    from rlfleet.algorithms.dqn.numpy_learner import DQNNumpyLearner
+    from rlfleet.algorithms.ppo.ppo_policy import PPOTorchPolicy
+    from rlfleet.policy.numpy_learner import (LEARN_ON_BATCH, MULTI_EPOCH_SGD, declared_numpy_learner,
+                                              numpy_learner_reason, planned_numpy_learner)
+
+    class ChangedLoss(DQNTorchPolicy):
+        pass
+
+    class SameLoss(DQNTorchPolicy):
+        numpy_learner = DQNNumpyLearner
+
+    assert declared_numpy_learner(DQNTorchPolicy) is DQNNumpyLearner
+    assert declared_numpy_learner(ChangedLoss) is None and declared_numpy_learner(SameLoss) is DQNNumpyLearner
+    assert declared_numpy_learner(PPOTorchPolicy).replaces == MULTI_EPOCH_SGD
+    env = gym.make("CartPole-v1")
+    policy = dqn_policy(env, model={"fcnet_hiddens": [16]}, hiddens=[8])
+    assert numpy_learner_reason(policy) is None
+    learner = planned_numpy_learner(policy, LEARN_ON_BATCH)
+    assert isinstance(learner, DQNNumpyLearner) and planned_numpy_learner(policy, LEARN_ON_BATCH) is learner
+    assert planned_numpy_learner(policy, MULTI_EPOCH_SGD) is None  # DQN's learner replaces learn_on_batch only
+    for cls, served in ((ChangedLoss, False), (SameLoss, True)):
+        monkeypatch.setattr(policy, "__class__", cls)
+        policy.refresh_fast_plan()
+        assert (numpy_learner_reason(policy) is None) is served
+        assert (planned_numpy_learner(policy, LEARN_ON_BATCH) is not None) is served
+    monkeypatch.setattr(policy, "__class__", ChangedLoss)
+    assert numpy_learner_reason(policy) == "the policy class is ChangedLoss, not DQNTorchPolicy"
+
+
 def test_an_unknown_fast_path_value_is_rejected():
     from rlfleet.config import validate_config
 
@@ -88,9 +121,13 @@ def test_an_unknown_fast_path_value_is_rejected():
 
 
 # --- fast_path "off" and "require" on every algorithm ---------------------------------------
+from rlfleet.policy.numpy_learner import declared_numpy_learner  # noqa: E402
+from rlfleet.registry import get_trainer_class, list_algorithms  # noqa: E402
 from tests.test_algorithm_smoke import SUPPORTED_ACTION_SPACES, build  # noqa: E402
 
-NUMPY_LEARNERS = {"PPO", "SAC", "DDPG", "TD3", "DQN", "SimpleQ", "APEX", "APEX_DDPG"}
+# The algorithms whose policy class names a NumPy learner (`numpy_learner`).
+NUMPY_LEARNERS = {name for name in list_algorithms()
+                  if declared_numpy_learner(get_trainer_class(name)._policy_class) is not None}
 # DD-PPO learns on remote workers only; QMIX needs a grouped env (its fast-path report: tests/test_qmix.py).
 LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO", "QMIX"})
 # NumPy all the way, no torch path: "off" is refused, "require" is met.

@@ -1,4 +1,4 @@
-"""The fused NumPy DDPG / TD3 update (rlfleet/algorithms/ddpg/fused_update.py) against the
+"""The DDPG / TD3 NumPy learner (rlfleet/algorithms/ddpg/numpy_learner.py) against the
 torch path: the same weights, optimizer states, stats and TD errors after many updates on
 real Pendulum / MountainCarContinuous transitions (TD3's delayed actor steps included), and
 the cases it leaves to torch."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlfleet.algorithms.ddpg import DDPGTrainer
-from rlfleet.algorithms.ddpg.fused_update import unsupported_reason
+from rlfleet.algorithms.ddpg.numpy_learner import unsupported_reason
 from rlfleet.algorithms.td3 import TD3Trainer
 from rlfleet.config import validate_config
 from rlfleet.policy.sample_batch import SampleBatch
@@ -66,6 +66,6 @@ def test_other_ddpg_settings_keep_the_torch_path():
     policy = _policy(TD3Trainer, env, actor_hidden_activation="swish", **{k: v for k, v in SMALL.items()})
     assert "Linear" in unsupported_reason(policy)
     policy.learn_on_batch(_transitions("Pendulum-v1", 32))
-    assert policy._fused is None
+    assert policy._numpy_learner is None
     policy = _policy(TD3Trainer, env, optimizer={"weight_decay": 0.1}, **SMALL)
     assert "weight decay" in unsupported_reason(policy)

@@ -1,4 +1,4 @@
-"""The fused NumPy DQN update (rlfleet/algorithms/dqn/fused_update.py) against the torch
+"""The DQN NumPy learner (rlfleet/algorithms/dqn/numpy_learner.py) against the torch
 path: the same weights, optimizer state, stats and TD errors after many updates on real
 CartPole / Acrobot transitions (dueling or not, double Q or not), and the cases it leaves
 to torch."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlfleet.algorithms.dqn import DQNTrainer
-from rlfleet.algorithms.dqn.fused_update import unsupported_reason
+from rlfleet.algorithms.dqn.numpy_learner import unsupported_reason
 from rlfleet.config import validate_config
 
 from tests.test_fused_sac import _transitions, assert_fused_matches, assert_skips_nonfinite_update, train_side_by_side
@@ -61,4 +61,4 @@ def test_other_dqn_settings_keep_the_torch_path():
         policy = _policy(env, **config)
         assert why in unsupported_reason(policy)
     policy.learn_on_batch(_transitions("CartPole-v1", 32))
-    assert policy._fused is None
+    assert policy._numpy_learner is None

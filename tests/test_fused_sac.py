@@ -1,4 +1,4 @@
-"""The fused NumPy SAC update (rlfleet/algorithms/sac/fused_update.py) against the torch
+"""The SAC NumPy learner (rlfleet/algorithms/sac/numpy_learner.py) against the torch
 path: the same weights, optimizer states, stats and TD errors after many updates on real
 Pendulum / MountainCarContinuous transitions, and the cases it leaves to torch."""
 import copy
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rlfleet.algorithms.sac import SACTrainer
-from rlfleet.algorithms.sac.fused_update import unsupported_reason
+from rlfleet.algorithms.sac.numpy_learner import unsupported_reason
 from rlfleet.config import validate_config
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
@@ -90,7 +90,7 @@ def test_fused_sac_matches_torch(case):
 def assert_fused_matches(fused, plain, out_f, out_p, updates: int) -> None:
     """Each took its own path, and both hold the same weights and optimizer states and
     reported the same stats and TD errors after `updates` updates."""
-    assert fused._fused is not None and plain._fused is None
+    assert fused._numpy_learner is not None and plain._numpy_learner is None
     np.testing.assert_allclose(out_f["td_error"], out_p["td_error"], rtol=1e-3, atol=1e-4)
     assert_same_learner_state(fused, plain, out_f["learner_stats"], out_p["learner_stats"],
                               weight_tol=(1e-4, 1e-5), moment_rtol=2e-3, stats_rel=1e-3)
@@ -110,7 +110,7 @@ def assert_skips_nonfinite_update(policy, bad_reward: float, env_id: str = "Pend
     batch[SB.REWARDS][3] = bad_reward
     before = policy.get_weights()
     out = policy.learn_on_batch(batch)
-    assert policy._fused is not None
+    assert policy._numpy_learner is not None
     assert out["num_nonfinite_updates"] == 1 and np.isfinite(out["td_error"]).all()
     for k, v in policy.get_weights().items():
         np.testing.assert_array_equal(v, before[k])
@@ -125,7 +125,7 @@ def test_other_sac_settings_keep_the_torch_path():
     policy = _policy(env.observation_space, env.action_space, Q_model={"fcnet_activation": "swish"})
     assert "Linear" in unsupported_reason(policy)
     policy.learn_on_batch(_transitions("Pendulum-v1", 32))
-    assert policy._fused is None
+    assert policy._numpy_learner is None
 
 
 def test_more_torch_threads_keep_the_torch_path():
@@ -137,13 +137,13 @@ def test_more_torch_threads_keep_the_torch_path():
         policy.learn_on_batch(_transitions("Pendulum-v1", 32))
     finally:
         torch.set_num_threads(before)
-    assert policy._fused is None
+    assert policy._numpy_learner is None
 
 
 def test_fused_sac_trains_the_state_restored_between_updates():
-    """The fused update keeps its views of weights and optimizer states between calls; a state
+    """The NumPy learner keeps its views of weights and optimizer states between calls; a state
     restored in between must be the one trained next, whether through `set_state` or straight
-    into the modules and optimizers (which keeps the fused learner: it must bind again)."""
+    into the modules and optimizers (which keeps the NumPy learner: it must bind again)."""
     data = _transitions("Pendulum-v1", 256)
     env = gym.make("Pendulum-v1")
     policy, direct, fresh = (_policy(env.observation_space, env.action_space) for _ in range(3))
@@ -158,14 +158,14 @@ def test_fused_sac_trains_the_state_restored_between_updates():
         p.learn_on_batch(batch.copy())  # moves weights and moments away from the saved ones
     policy.set_state(saved)
     fresh.set_state(saved)
-    learner = direct._fused
+    learner = direct._numpy_learner
     direct.model.load_state_dict(model_state)
     for name, opt in direct.optimizers.items():
         opt.load_state_dict(optimizer_states[name])
     for p in (policy, direct, fresh):
         p.generator.set_state(generator)
         p.learn_on_batch(batch.copy())
-    assert direct._fused is learner  # the same learner, bound anew
+    assert direct._numpy_learner is learner  # the same learner, bound anew
     for k, v in fresh.get_weights().items():
         np.testing.assert_array_equal(policy.get_weights()[k], v, err_msg=k)
         np.testing.assert_array_equal(direct.get_weights()[k], v, err_msg=k)

@@ -1,4 +1,4 @@
-"""The fused NumPy PPO update (rlfleet/algorithms/ppo/fused_sgd.py) against the torch path:
+"""The PPO NumPy learner (rlfleet/algorithms/ppo/numpy_learner.py) against the torch path:
 the same weights, optimizer state and stats after several passes on real CartPole / Pendulum
 batches, for every option it covers; and the cases it leaves to torch."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlfleet.algorithms.ppo import PPOTrainer
-from rlfleet.algorithms.ppo.fused_sgd import unsupported_reason
+from rlfleet.algorithms.ppo.numpy_learner import unsupported_reason
 from rlfleet.algorithms.ppo.ppo import standardized
 from rlfleet.policy.sample_batch import SampleBatch
 
@@ -55,11 +55,11 @@ def test_fused_update_matches_torch(case):
         pp.set_weights(pf.get_weights())
         for _ in range(2):  # two train batches: the optimizer state carries over
             batch = _batch(fused)
-            # Sampling drew from the fused policy's RNG: the same minibatch order for both.
+            # Sampling drew from the NumPy-learner policy's RNG: the same minibatch order for both.
             pp.np_random.bit_generator.state = pf.np_random.bit_generator.state
             info_f = pf.multi_epoch_sgd(batch.copy(), 3, 64)
             info_p = pp.multi_epoch_sgd(batch.copy(), 3, 64)
-        assert pf._fused is not None and pp._fused is None  # each took its own path
+        assert pf._numpy_learner is not None and pp._numpy_learner is None  # each took its own path
         # The sampler acts with the trained weights (its NumPy snapshot was rebuilt).
         np.testing.assert_array_equal(pf._numpy_net().trunk.layers[0][2], pf.model.trunk[0].weight.detach().numpy())
         assert_same_learner_state(pf, pp, info_f["learner_stats"], info_p["learner_stats"],
@@ -71,7 +71,7 @@ def test_fused_update_matches_torch(case):
 
 
 def test_fused_update_keeps_checkpointed_optimizer_state(tmp_path):
-    """A restored checkpoint's Adam moments are the ones the fused update continues from."""
+    """A restored checkpoint's Adam moments are the ones the NumPy learner continues from."""
     trainer = PPOTrainer(env="CartPole-v1", config=BASE)
     try:
         trainer.train()
@@ -109,7 +109,7 @@ def test_other_models_keep_the_torch_path():
         policy = trainer.get_policy()
         assert "FullyConnectedNetwork" in unsupported_reason(policy)
         trainer.train()
-        assert policy._fused is None
+        assert policy._numpy_learner is None
     finally:
         trainer.stop()
     trainer = PPOTrainer(env="CartPole-v1", config={**BASE, "optimizer": {"weight_decay": 0.01}})

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from rlfleet.fast.lanes import LaneChooser, Lanes, learner_lanes
-from rlfleet.algorithms.ddpg.fused_update import FusedDDPGUpdate
-from rlfleet.algorithms.sac.fused_update import FusedSACUpdate
+from rlfleet.algorithms.ddpg.numpy_learner import DDPGNumpyLearner
+from rlfleet.algorithms.sac.numpy_learner import SACNumpyLearner
 from rlfleet.algorithms.td3 import TD3Trainer
-from rlfleet.policy.numpy_learner import planned_fast_learner
+from rlfleet.policy.numpy_learner import LEARN_ON_BATCH, planned_numpy_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from tests.helpers import optimizer_arrays
 from tests import test_fused_ddpg, test_fused_sac
@@ -100,9 +100,9 @@ def test_learner_lanes_rule(monkeypatch):
 
 
 
-def _learner(policy, build, parallel: bool):
-    learner = planned_fast_learner(policy, build)
-    assert learner is not None, policy.fast_plan
+def _learner(policy, learner_class, parallel: bool):
+    learner = planned_numpy_learner(policy, LEARN_ON_BATCH)
+    assert isinstance(learner, learner_class), policy.fast_plan
     learner.lane_chooser.fixed = parallel
     return learner
 
@@ -127,8 +127,8 @@ def test_sac_update_is_the_same_on_two_lanes():
     data = test_fused_sac._transitions("Pendulum-v1", 300)
     env = gym.make("Pendulum-v1")
     serial, parallel = (test_fused_sac._policy(env.observation_space, env.action_space) for _ in range(2))
-    _learner(serial, FusedSACUpdate, False)
-    learner = _learner(parallel, FusedSACUpdate, True)
+    _learner(serial, SACNumpyLearner, False)
+    learner = _learner(parallel, SACNumpyLearner, True)
     _assert_same_bits(serial, parallel, data)
     assert learner.lanes.parallel
 
@@ -137,7 +137,7 @@ def test_td3_update_is_the_same_on_two_lanes():
     data = test_fused_sac._transitions("Pendulum-v1", 300)
     env = gym.make("Pendulum-v1")
     serial, parallel = (test_fused_ddpg._policy(TD3Trainer, env, **test_fused_ddpg.SMALL) for _ in range(2))
-    _learner(serial, FusedDDPGUpdate, False)
-    learner = _learner(parallel, FusedDDPGUpdate, True)
+    _learner(serial, DDPGNumpyLearner, False)
+    learner = _learner(parallel, DDPGNumpyLearner, True)
     _assert_same_bits(serial, parallel, data, updates=5)  # TD3's delayed actor steps included
     assert learner.lanes.parallel

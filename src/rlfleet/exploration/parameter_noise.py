@@ -7,7 +7,7 @@ How it differs from the reference (same maths, other plumbing):
 - The reference adds the noise to the weights for a whole episode and removes it at the
   episode's end. Here the weights hold the noise only while the policy computes actions
   (`forward_for_acting` swaps the noisy tensors in and the clean ones back, exactly): the
-  learner (torch or the NumPy fused update, which reads the same tensors), weight syncs,
+  learner (torch or the NumPy learner, which reads the same tensors), weight syncs,
   target-network updates and checkpoints only ever see the clean weights.
 - The reference adapts the scale in `postprocess_trajectory` on the finished episode's batch
   (hence its `batch_mode: complete_episodes`). Here the observations acted on with the

@@ -1,4 +1,4 @@
-"""BLAS thread control for NumPy's matrix products (the NumPy fast paths' hot loops)."""
+"""BLAS thread control for NumPy's matrix products (the hot loops of the NumPy learners and actor)."""
 from __future__ import annotations
 
 import contextlib

@@ -21,6 +21,8 @@ from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import torch
 
+from rlfleet.policy.numpy_learner import numpy_learner_reason
+
 NUMPY = "numpy"
 TORCH = "torch"
 FAST_PATH_MODES = ("auto", "off", "require")
@@ -216,13 +218,12 @@ def learner_reason(policy) -> Optional[str]:
     """Why `policy`'s learner cannot take the NumPy path (None: it can)."""
     if fast_path_mode(policy.config) == "off":
         return "fast_path is 'off'"
-    family = policy.fast_learner_family
-    if family is None:
+    if policy.numpy_learner is None:
         return f"{type(policy).__name__} has no NumPy learner"
-    why = key_fallback_reason(family, policy.config)
+    why = key_fallback_reason(policy.numpy_learner.family, policy.config)
     if why is not None:
         return why
-    why = policy.fast_learner_reason()
+    why = numpy_learner_reason(policy)
     if why is not None:
         return why
     # One thread rule for every algorithm: the NumPy learners run their products on one BLAS
@@ -247,7 +248,7 @@ def make_plan(policy) -> FastPathPlan:
     actor = NUMPY if actor_why is None else TORCH
     actor_why = actor_why or "a fully connected model with Categorical / DiagGaussian actions"
     return FastPathPlan(actor, actor_why, NUMPY if learner_why is None else TORCH,
-                        learner_why or f"the NumPy {policy.fast_learner_family} learner computes the same update")
+                        learner_why or f"the NumPy {policy.numpy_learner.family} learner computes the same update")
 
 
 __all__ = ["FAST_PATH_KEYS", "FAST_PATH_MODES", "FallsBack", "FastPathPlan", "HANDLED", "NOT_USED", "NUMPY", "TORCH",

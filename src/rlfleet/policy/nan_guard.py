@@ -25,7 +25,7 @@ class NonFiniteUpdateError(FloatingPointError):
 
 def grad_norm(params: Iterable[torch.Tensor]) -> torch.Tensor:
     """A number that is finite exactly when every gradient of `params` is (the sum of the
-    per-tensor norms: one fused `_foreach_norm`, no clipping)."""
+    per-tensor norms: one `_foreach_norm` call, no clipping)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.zeros(())

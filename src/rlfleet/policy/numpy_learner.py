@@ -1,18 +1,26 @@
-"""The policy side of the NumPy learners: `Adam`'s update on an optimizer's own flat buffers
-(the arithmetic is `rlfleet.fast.adam`'s), the gates over networks and optimizers, and the
-clip / NaN-guard / step tail (the maths itself lives in `rlfleet.fast`).
+"""The NumPy learners: what one is (`NumpyLearner`), when a policy uses its own (the one
+exact-type check and dispatch: `numpy_learner_reason`, `planned_numpy_learner`), and the
+pieces every one shares: `Adam`'s update on an optimizer's own flat buffers (the arithmetic is
+`rlfleet.fast.adam`'s), the gates over networks and optimizers, and the clip / NaN-guard /
+step tail (the maths itself lives in `rlfleet.fast`).
+
+A policy class names its learner in its `numpy_learner` class attribute (None: none); the
+learner restates that class's loss and update in NumPy, so it serves that class exactly and
+no subclass of it (a subclass may change the loss), unless the subclass declares the learner
+again. `TorchPolicy.learn_on_batch` / `multi_epoch_sgd` hand a call to the learner where the
+policy's plan (`policy/fast_plan.py`) picked it and the learner `replaces` that method.
 
 Why: for the small fully connected nets most RL runs train, a torch update costs more in
-per-op dispatch and autograd bookkeeping than in arithmetic (issue 16). The fused updates
-built on these (`rlfleet.algorithms.ppo.fused_sgd`, `rlfleet.algorithms.sac.fused_update`,
-`rlfleet.algorithms.ddpg.fused_update`) compute the same update as their torch loss + `TorchPolicy._step`, on NumPy views of the
+per-op dispatch and autograd bookkeeping than in arithmetic (benchmarks/learner.py times both
+paths on the same batches). The NumPy learners (`rlfleet.algorithms.{ppo,dqn,sac,ddpg}.numpy_learner`)
+compute the same update as their torch loss + `TorchPolicy._step`, on NumPy views of the
 torch parameters, and are checked against it step for step by their tests.
 """
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, ClassVar, Dict, Optional, Sequence
 
 import numpy as np
 import torch
@@ -26,9 +34,21 @@ from rlfleet.policy.optim import Adam
 from rlfleet.policy import learning_loop
 from rlfleet.policy.learning_loop import Gradients
 
+LEARN_ON_BATCH = "learn_on_batch"  # one update on the whole batch per call (the off-policy learners)
+MULTI_EPOCH_SGD = "multi_epoch_sgd"  # passes of minibatch updates per call (PPO)
+
+
 def module_layers(module: nn.Module, grad_views: Optional[dict] = None):
     """`numpy_layers` of `module`'s `linear_stack` (check `nets_reason` first)."""
     return numpy_layers(linear_stack(module), grad_views)
+
+
+def critic_layers(critics: Sequence[Optional[nn.Module]], targets: Sequence[Optional[nn.Module]],
+                  grad_views: dict) -> tuple:
+    """`(layers, target_layers)`: `module_layers` of each critic (its gradients written into
+    `grad_views`) and the layers of each target critic, skipping the None ones (no twin)."""
+    return ([module_layers(net, grad_views) for net in critics if net is not None],
+            [module_layers(net)[0] for net in targets if net is not None])
 
 
 def _bump_versions(params: Sequence[torch.Tensor]) -> None:
@@ -110,7 +130,7 @@ class FlatAdam:
 
 
 def nets_reason(policy, nets: Sequence[nn.Module], params: Dict[str, Sequence[torch.Tensor]]) -> Optional[str]:
-    """Why a fused update cannot run `policy` (None: it can) as far as its networks and
+    """Why a NumPy learner cannot run `policy` (None: it can) as far as its networks and
     optimizers go: on the CPU without towers, every net in `nets` a `linear_stack`, and its
     optimizers exactly `params`' names, each a `FlatAdam.supported` one over those parameters."""
     if policy.towers is not None or policy.device.type != "cpu":
@@ -160,14 +180,53 @@ def clip_guard_and_step(policy, adams: Dict[str, FlatAdam], losses: Dict[str, fl
     return learning_loop.clip_guard_and_step(policy, NumpyGradients(adams), list(adams), losses, stats)
 
 
-class FusedUpdate(ABC):
-    """An off-policy fused update: `learn_on_batch` as `TorchPolicy.learn_on_batch` around a
-    subclass's `_bind()` (which sets `self.adams`, the `FlatAdam` per optimizer name) and
-    `_update(columns)`, which may split its work over `self.lanes` (two where the process
-    may use two cores and timing shows them faster: `rlfleet.fast.lanes`)."""
+class NumpyLearner(ABC):
+    """A policy's update restated in NumPy for one policy class (the class whose
+    `numpy_learner` names it). A subclass declares:
+
+    - `family`: its `FAST_PATH_KEYS` table in `policy/fast_plan.py` (the config keys it
+      handles, falls back on or does not read);
+    - `replaces`: the `TorchPolicy` method it stands in for, `LEARN_ON_BATCH` or
+      `MULTI_EPOCH_SGD`, and implements that method with the same signature and result;
+    - `unsupported_reason(policy)`: why it cannot compute the torch update of `policy`, an
+      instance of exactly its class, as far as its networks and optimizers go (None: it can).
+
+    Built once per plan (`planned_numpy_learner`), with the policy as its one argument.
+    """
+
+    family: ClassVar[str]
+    replaces: ClassVar[str]
 
     def __init__(self, policy):
         self.policy = policy
+
+    @staticmethod
+    @abstractmethod
+    def unsupported_reason(policy) -> Optional[str]:
+        """Why this learner cannot stand in for `policy`'s torch update (None: it can)."""
+
+    def learn_on_batch(self, samples) -> Dict[str, Any]:
+        """As `TorchPolicy.learn_on_batch` (only called where `replaces` names it)."""
+        raise NotImplementedError(f"{type(self).__name__} replaces {self.replaces}, not learn_on_batch")
+
+    def multi_epoch_sgd(self, samples, num_sgd_iter: int, minibatch_size: int, shuffle: bool = True
+                        ) -> Dict[str, Any]:
+        """As `TorchPolicy.multi_epoch_sgd` (only called where `replaces` names it)."""
+        raise NotImplementedError(f"{type(self).__name__} replaces {self.replaces}, not multi_epoch_sgd")
+
+
+class OffPolicyNumpyLearner(NumpyLearner):
+    """An off-policy NumPy learner: `learn_on_batch` as `TorchPolicy.learn_on_batch` around a
+    subclass's `_bind()` (which sets `self.adams`, the `FlatAdam` per optimizer name) and
+    `_update(columns)`, which may split its work over `self.lanes` (two where the process
+    may use two cores and timing shows them faster: `rlfleet.fast.lanes`). The views are
+    taken again whenever the weights or optimizer states were replaced, so loaded ones are
+    the ones trained."""
+
+    replaces = LEARN_ON_BATCH
+
+    def __init__(self, policy):
+        super().__init__(policy)
         self.lane_chooser = LaneChooser(learner_lanes(policy.config))
         self._bound_to: Optional[tuple] = None
         self._params: Optional[tuple] = None  # (the model, its parameter list)
@@ -218,14 +277,38 @@ class FusedUpdate(ABC):
         return learning_loop.finish_result(policy, result, stats)
 
 
-def planned_fast_learner(policy, build: Callable[[Any], Any]) -> Optional[Any]:
-    """`policy`'s NumPy learner (built once with `build`) where its plan picked it
-    (`policy.fast_plan`); None: the torch path."""
-    if policy.fast_plan.learner != "numpy":
+# --- the one choice -------------------------------------------------------------------------
+def declared_numpy_learner(policy_class: type) -> Optional[type]:
+    """The `NumpyLearner` class that `policy_class` itself names in `numpy_learner` (None: it
+    names none, or only inherits one, which restates a parent's loss, not necessarily its own)."""
+    for cls in policy_class.__mro__:
+        if "numpy_learner" in vars(cls):
+            return vars(cls)["numpy_learner"] if cls is policy_class else None
+    return None
+
+
+def numpy_learner_reason(policy) -> Optional[str]:
+    """Why `policy`'s `numpy_learner` (not None) cannot stand in for its torch update (None:
+    it can): `policy` must be an instance of exactly the class that named the learner, then
+    pass the learner's own `unsupported_reason`."""
+    if declared_numpy_learner(type(policy)) is None:
+        owner = next(cls for cls in type(policy).__mro__ if "numpy_learner" in vars(cls))
+        return f"the policy class is {type(policy).__name__}, not {owner.__name__}"
+    return policy.numpy_learner.unsupported_reason(policy)
+
+
+def planned_numpy_learner(policy, method: str) -> Optional[NumpyLearner]:
+    """`policy`'s NumPy learner, built once per plan, where it `replaces` `method`
+    (`LEARN_ON_BATCH` or `MULTI_EPOCH_SGD`) and the policy's plan (`policy.fast_plan`) picked
+    it; None: the torch path serves the call."""
+    learner_class = policy.numpy_learner
+    if learner_class is None or learner_class.replaces != method or policy.fast_plan.learner != "numpy":
         return None
-    if policy._fused is None:
-        policy._fused = build(policy)
-    return policy._fused
+    if policy._numpy_learner is None:
+        policy._numpy_learner = learner_class(policy)
+    return policy._numpy_learner
 
 
-__all__ = ["FlatAdam", "FusedUpdate", "clip_guard_and_step", "module_layers", "nets_reason", "planned_fast_learner"]
+__all__ = ["LEARN_ON_BATCH", "MULTI_EPOCH_SGD", "FlatAdam", "NumpyLearner", "OffPolicyNumpyLearner",
+           "clip_guard_and_step", "critic_layers", "declared_numpy_learner", "module_layers", "nets_reason", "numpy_learner_reason",
+           "planned_numpy_learner"]

@@ -171,7 +171,7 @@ class Adam:
 
     def flat_group_state(self, index: int = 0) -> Optional["_Flat"]:
         """Group `index`'s moments and step counts as flat buffers (built on first use, with
-        any existing state copied in), for an update computed outside this class (the fused
+        any existing state copied in), for an update computed outside this class (the
         NumPy learners, `rlfleet.policy.numpy_learner.FlatAdam`), which must then advance `steps` and
         `count` itself. None when the group does not fit them: mixed dtypes or devices, or
         parameters that took different numbers of steps."""

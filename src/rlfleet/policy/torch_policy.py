@@ -26,6 +26,7 @@ from rlfleet.policy.actor import Actor, TorchActor
 from rlfleet.policy.fast_plan import FastPathPlan, make_plan
 from rlfleet.policy.learning_loop import DEFAULT_OPTIMIZER, finish_result, sgd_passes, start_result, torch_step
 from rlfleet.policy.nan_guard import NonFiniteGuard
+from rlfleet.policy.numpy_learner import LEARN_ON_BATCH, MULTI_EPOCH_SGD, planned_numpy_learner
 from rlfleet.policy.numpy_actor import (NumpyActor, compute_actions_numpy, numpy_actor_unavailable, obs_array,
                                         static_numpy_reason)
 from rlfleet.policy.optim import build_adam, check_adam_options, optimizer_params
@@ -132,7 +133,7 @@ class TorchPolicy(Policy):
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
         self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
         self._fast_plan: Optional[FastPathPlan] = None
-        self._fused: Any = None  # the NumPy learner, built once the plan picks it
+        self._numpy_learner: Any = None  # the `numpy_learner` instance, built once the plan picks it
         self._fast: Optional[NumpyMLPInference] = None
         self._fast_key: Optional[tuple] = None
         self._initial_state, self.max_seq_len, self.view_columns = recurrence(self, config["model"])
@@ -155,13 +156,8 @@ class TorchPolicy(Policy):
         return dist_class, model
 
     # --- the fast path plan ------------------------------------------------------------
-    # The `FAST_PATH_KEYS` family of the subclass's NumPy learner (policy/fast_plan.py); None: none.
-    fast_learner_family: Optional[str] = None
-
-    def fast_learner_reason(self) -> Optional[str]:
-        """Why the NumPy learner cannot stand in for this policy's torch update as far as its
-        networks and optimizers go (None: it can); subclasses with one override it."""
-        return None
+    # The NumpyLearner class restating this class's update (policy/numpy_learner.py); None: none.
+    numpy_learner: Optional[type] = None
 
     def numpy_actor_reason(self) -> Optional[str]:
         """Why acting can never run on the NumPy snapshot of the model (None: it can, outside
@@ -181,7 +177,7 @@ class TorchPolicy(Policy):
     def refresh_fast_plan(self) -> None:
         """Drops the plan (and the NumPy learner built for it): the next use recomputes them."""
         self._fast_plan = None
-        self._fused = None
+        self._numpy_learner = None
 
     # --- optimizers ------------------------------------------------------------------
     def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
@@ -365,6 +361,9 @@ class TorchPolicy(Policy):
             `{"learner_stats": {...}}`, plus `"td_error"` (per sample, NumPy) when the loss
             reports one (off-policy trainers update replay priorities with it).
         """
+        numpy_learner = planned_numpy_learner(self, LEARN_ON_BATCH)
+        if numpy_learner is not None:
+            return numpy_learner.learn_on_batch(samples)
         result = start_result(self, samples)
         return finish_result(self, result, self._step(self.to_tensors(samples)))
 
@@ -385,6 +384,9 @@ class TorchPolicy(Policy):
 
         Returns `{"learner_stats": mean of each stat over the last pass}`.
         """
+        numpy_learner = planned_numpy_learner(self, MULTI_EPOCH_SGD)
+        if numpy_learner is not None:
+            return numpy_learner.multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
         result = start_result(self, samples)
         tensors = self.to_tensors(samples)
         if self.towers is not None:

@@ -12,11 +12,10 @@ import torch.nn.functional as F
 
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
 from rlfleet.algorithms.common.custom_models import refuse_custom_model
-from rlfleet.algorithms.ddpg.fused_update import FusedDDPGUpdate, unsupported_reason
+from rlfleet.algorithms.ddpg.numpy_learner import DDPGNumpyLearner
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.common.off_policy_common import frozen
 from rlfleet.models.distributions import ActionDistribution
-from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
@@ -46,7 +45,7 @@ class Deterministic(ActionDistribution):
 
 
 def _l2(params) -> torch.Tensor:
-    # sum(w^2) / 2 over weight matrices (biases are not regularised), as the reference.
+    # tf.nn.l2_loss's sum(w^2) / 2 over weight matrices only (biases are not regularised), as RLlib 1.x's DDPG.
     return sum(0.5 * p.pow(2).sum() for p in params if p.dim() > 1)
 
 
@@ -113,8 +112,8 @@ class DDPGTorchPolicy(TorchPolicy):
     every `policy_delay` updates."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
-    # The NumPy update (fused_update.py) where `fast_plan` picks it (policy/fast_plan.py).
-    fast_learner_family = "DDPG"
+    # The NumPy learner (numpy_learner.py), used where `fast_plan` picks it (policy/fast_plan.py).
+    numpy_learner = DDPGNumpyLearner
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
@@ -149,15 +148,6 @@ class DDPGTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return ddpg_losses(self, model, dist_class, train_batch)
-
-    def fast_learner_reason(self):
-        if type(self) is not DDPGTorchPolicy:  # a subclass may change the loss the NumPy maths restate
-            return f"the policy class is {type(self).__name__}, not DDPGTorchPolicy"
-        return unsupported_reason(self)
-
-    def learn_on_batch(self, samples):
-        fused = planned_fast_learner(self, FusedDDPGUpdate)
-        return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
     def update_target(self, tau: float = None) -> None:
         """Polyak-averages actor and critics into their targets with `tau` (default: config `tau`)."""

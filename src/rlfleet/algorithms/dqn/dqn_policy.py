@@ -10,10 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
-from rlfleet.algorithms.dqn.fused_update import FusedDQNUpdate, unsupported_reason
+from rlfleet.algorithms.dqn.numpy_learner import DQNNumpyLearner
 from rlfleet.models.target_network import soft_update
 from rlfleet.models.distributions import Categorical
-from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
@@ -103,8 +102,8 @@ class DQNTorchPolicy(TorchPolicy):
     """Acts (epsilon-)greedily on Q-values; learns with `dqn_loss`."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
-    # The NumPy update (fused_update.py) where `fast_plan` picks it (policy/fast_plan.py).
-    fast_learner_family = "DQN"
+    # The NumPy learner (numpy_learner.py), used where `fast_plan` picks it (policy/fast_plan.py).
+    numpy_learner = DQNNumpyLearner
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -139,15 +138,6 @@ class DQNTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return dqn_loss(self, model, dist_class, train_batch)
-
-    def fast_learner_reason(self):
-        if type(self) is not DQNTorchPolicy:  # a subclass may change the loss the NumPy maths restate
-            return f"the policy class is {type(self).__name__}, not DQNTorchPolicy"
-        return unsupported_reason(self)
-
-    def learn_on_batch(self, samples):
-        fused = planned_fast_learner(self, FusedDQNUpdate)
-        return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
     def update_target(self, tau: float = 1.0) -> None:
         """Copies the online Q-network into the target network (tau < 1: Polyak average)."""

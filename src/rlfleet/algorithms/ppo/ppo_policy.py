@@ -5,9 +5,8 @@ from typing import Dict, Tuple
 
 import torch
 
-from rlfleet.algorithms.ppo.fused_sgd import FusedPPOSGD, unsupported_reason
+from rlfleet.algorithms.ppo.numpy_learner import PPONumpyLearner
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.torch_policy import TorchPolicy, masked_mean, model_forward
 from rlfleet.rollout.postprocessing import postprocess_with_critic
 from rlfleet.utils.schedules import make_schedule
@@ -74,8 +73,8 @@ class PPOTorchPolicy(TorchPolicy):
     """Acts with a stochastic policy and records what the PPO loss needs."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ACTION_DIST_INPUTS, SB.ADVANTAGES, SB.VALUE_TARGETS)
-    # Minibatch SGD in NumPy (fused_sgd.py) where `fast_plan` picks it (policy/fast_plan.py).
-    fast_learner_family = "PPO"
+    # The NumPy learner (numpy_learner.py), used where `fast_plan` picks it (policy/fast_plan.py).
+    numpy_learner = PPONumpyLearner
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         super().__init__(observation_space, action_space, config, **kwargs)
@@ -105,17 +104,6 @@ class PPOTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return ppo_surrogate_loss(self, model, dist_class, train_batch)
-
-    def fast_learner_reason(self):
-        if type(self) is not PPOTorchPolicy:  # a subclass may change the loss the NumPy maths restate
-            return f"the policy class is {type(self).__name__}, not PPOTorchPolicy"
-        return unsupported_reason(self)
-
-    def multi_epoch_sgd(self, samples, num_sgd_iter, minibatch_size, shuffle=True):
-        fused = planned_fast_learner(self, FusedPPOSGD)
-        if fused is not None:
-            return fused.multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
-        return super().multi_epoch_sgd(samples, num_sgd_iter, minibatch_size, shuffle)
 
     def get_state(self):
         state = super().get_state()

@@ -119,7 +119,7 @@ class RNNSACTorchPolicy(SACTorchPolicy):
     optimizers and target updates)."""
 
     loss_columns = SEQUENCE_COLUMNS
-    fast_learner_family = None  # the NumPy SAC learner restates feed-forward nets only
+    numpy_learner = None  # the NumPy SAC learner restates feed-forward nets only
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         super().__init__(observation_space, action_space, config, **kwargs)

@@ -11,12 +11,11 @@ import numpy as np
 import torch
 
 from rlfleet.algorithms.common.custom_models import refuse_custom_model
-from rlfleet.algorithms.sac.fused_update import FusedSACUpdate, unsupported_reason
+from rlfleet.algorithms.sac.numpy_learner import SACNumpyLearner
 from rlfleet.models.target_network import soft_update
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.models.distributions import Categorical, SquashedGaussian
 from rlfleet.algorithms.common.off_policy_common import frozen
-from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import TorchPolicy
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
@@ -143,8 +142,8 @@ class SACTorchPolicy(TorchPolicy):
     (critic, actor, alpha), each stepped on its own loss by TorchPolicy."""
 
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS, N_STEPS, PRIO_WEIGHTS)
-    # The NumPy update (fused_update.py) where `fast_plan` picks it (policy/fast_plan.py).
-    fast_learner_family = "SAC"
+    # The NumPy learner (numpy_learner.py), used where `fast_plan` picks it (policy/fast_plan.py).
+    numpy_learner = SACNumpyLearner
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         if isinstance(action_space, gym.spaces.Box):
@@ -161,7 +160,7 @@ class SACTorchPolicy(TorchPolicy):
         target_entropy = config["target_entropy"]
         if target_entropy in (None, "auto"):
             if isinstance(action_space, gym.spaces.Discrete):
-                # The reference's choice: 98% of the uniform policy's entropy.
+                # 98% of the uniform policy's entropy (Christodoulou 2019, arXiv:1910.07207, as RLlib 1.x).
                 target_entropy = 0.98 * -math.log(1.0 / int(action_space.n))
             else:
                 target_entropy = -float(np.prod(action_space.shape))
@@ -178,7 +177,8 @@ class SACTorchPolicy(TorchPolicy):
         return dist_class, model
 
     def make_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
-        # eps=1e-7: the reference's (Keras') Adam epsilon; the `optimizer` config key overrides it.
+        # eps=1e-7: Keras' Adam default, which RLlib 1.x's torch SAC kept "to match tf.keras";
+        # the `optimizer` config key overrides it.
         opt = self.config["optimization"]
         return {
             "critic": self.make_adam(self.model.q_parameters(), lr=opt["critic_learning_rate"], eps=1e-7),
@@ -188,15 +188,6 @@ class SACTorchPolicy(TorchPolicy):
 
     def loss(self, model, dist_class, train_batch):
         return sac_losses(self, model, dist_class, train_batch)
-
-    def fast_learner_reason(self):
-        if type(self) is not SACTorchPolicy:  # a subclass may change the loss the NumPy maths restate
-            return f"the policy class is {type(self).__name__}, not SACTorchPolicy"
-        return unsupported_reason(self)
-
-    def learn_on_batch(self, samples):
-        fused = planned_fast_learner(self, FusedSACUpdate)
-        return fused.learn_on_batch(samples) if fused is not None else super().learn_on_batch(samples)
 
     def update_target(self, tau: float = None) -> None:
         """Polyak-averages the Q-nets into their targets with `tau` (default: config `tau`)."""

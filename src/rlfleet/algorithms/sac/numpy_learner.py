@@ -1,9 +1,9 @@
-"""SAC's update (continuous actions) written out in NumPy: the three losses' gradients by
-hand, then the three Adam steps, on NumPy views of the torch parameters.
+"""SAC's NumPy learner (continuous actions): the three losses' gradients by hand, then the
+three Adam steps, on NumPy views of the torch parameters.
 
 Why: at SAC's usual sizes ([256, 256] nets, 256 rows) a torch update spends a third or more
 of its time in per-op dispatch and autograd bookkeeping; the arithmetic, done here with one
-matrix product per layer and direction, is what is left (issue 16).
+matrix product per layer and direction, is what is left (`benchmarks/learner.py` times both).
 
 It computes what `sac_losses` and `TorchPolicy._step` compute: the reparameterised draw from
 the squashed Gaussian (the same noise, drawn from the policy's torch generator in the same
@@ -11,10 +11,11 @@ order), log-std clamping, the twin-Q minimum (torch's rule for ties: half the gr
 each), the critic loss with replay weights and n-step discounts, the actor loss through the
 frozen Q-nets, the alpha loss, per-network gradient clipping, the NaN guard, and each
 optimizer's `Adam` step on its own flat moment buffers (`rlfleet.policy.numpy_learner`).
-`tests/test_fused_sac.py` checks weights, optimizer states, stats and TD errors against the
-torch path.
+Its tests train both paths side by side and compare weights, optimizer states, stats and
+TD errors.
 
-`SACTorchPolicy.learn_on_batch` uses it where exact (`unsupported_reason`): the policy is
+`SACTorchPolicy.numpy_learner` names it; `learn_on_batch` hands it the call where exact
+(`unsupported_reason`): the policy is
 `SACTorchPolicy` itself with Box actions, its nets Linear layers with tanh, ReLU or no
 activation, float32 on the CPU, no towers, rlfleet `Adam`s without weight decay, AMSGrad or
 `maximize`, and `_deterministic_loss` off; and only while torch runs on one thread (with more,
@@ -31,15 +32,16 @@ import torch
 from rlfleet.algorithms.common.off_policy_common import replay_columns
 from rlfleet.algorithms.sac.sac_model import SACModel
 from rlfleet.fast.sac import SACNets, sac_gradients
-from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
+from rlfleet.policy.numpy_learner import (FlatAdam, OffPolicyNumpyLearner, clip_guard_and_step, critic_layers,
+                                          module_layers, nets_reason)
 from rlfleet.utils.spaces import policy_action_bounds
 
 _NAMES = ("critic", "actor", "alpha")
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy`, a SACTorchPolicy itself
-    (not a subclass: SACTorchPolicy.fast_learner_reason checks), as far as its networks and
+    """Why the NumPy learner cannot stand in for the torch update on `policy`, a SACTorchPolicy
+    itself (not a subclass: `numpy_learner_reason` checks), as far as its networks and
     optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not SACModel or model.discrete:
@@ -53,9 +55,11 @@ def unsupported_reason(policy) -> Optional[str]:
                                       "alpha": [model.log_alpha]})
 
 
-class FusedSACUpdate(FusedUpdate):
-    """The fused update for one policy (check `unsupported_reason` first). Views are
-    rebuilt at each call, so loaded weights and optimizer states are the ones trained."""
+class SACNumpyLearner(OffPolicyNumpyLearner):
+    """The NumPy learner of one SACTorchPolicy (check `unsupported_reason` first)."""
+
+    family = "SAC"
+    unsupported_reason = staticmethod(unsupported_reason)
 
     def __init__(self, policy):
         super().__init__(policy)
@@ -66,12 +70,8 @@ class FusedSACUpdate(FusedUpdate):
     def _bind(self) -> None:
         policy, model = self.policy, self.policy.model
         self.adams = {name: FlatAdam(policy.optimizers[name]) for name in _NAMES}
-        critic_views = self.adams["critic"].grad_views
-        q = [module_layers(model.q_net, critic_views)]
-        target_q = [module_layers(model.target_q_net)[0]]
-        if model.twin_q_net is not None:
-            q.append(module_layers(model.twin_q_net, critic_views))
-            target_q.append(module_layers(model.target_twin_q_net)[0])
+        q, target_q = critic_layers((model.q_net, model.twin_q_net), (model.target_q_net, model.target_twin_q_net),
+                                    self.adams["critic"].grad_views)
         self.nets = SACNets(module_layers(model.policy_net, self.adams["actor"].grad_views), q, target_q,
                             model.log_alpha.detach().numpy(), self.adams["alpha"].grad_views[id(model.log_alpha)],
                             self.low, self.high)
@@ -93,4 +93,4 @@ class FusedSACUpdate(FusedUpdate):
         return stats
 
 
-__all__ = ["FusedSACUpdate", "unsupported_reason"]
+__all__ = ["SACNumpyLearner", "unsupported_reason"]

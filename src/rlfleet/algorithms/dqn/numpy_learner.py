@@ -1,18 +1,18 @@
-"""DQN's update written out in NumPy: the (dueling) Q-network's forward pass, the Huber TD
-loss's gradient by hand and Adam, on NumPy views of the torch parameters
-(`rlfleet.policy.numpy_learner`; why: see there and issue 16).
+"""DQN's NumPy learner: the (dueling) Q-network's forward pass, the Huber TD loss's gradient
+by hand and Adam, on NumPy views of the torch parameters (`rlfleet.policy.numpy_learner`;
+why: see there: at these sizes torch's per-op dispatch costs more than the arithmetic).
 
 It computes what `dqn_loss` and `TorchPolicy._step` compute: the n-step target from the
 target net (double Q: the online net picks the next action), the Huber loss (delta 1)
 weighted by the replay weights, the dueling combination V + A - mean(A) (the maths:
-`rlfleet.fast.dqn`), gradient clipping and the NaN guard. `tests/test_fused_dqn.py` checks weights, optimizer state, stats and TD
-errors against the torch path.
+`rlfleet.fast.dqn`), gradient clipping and the NaN guard. Its tests train both paths side by
+side and compare weights, optimizer state, stats and TD errors.
 
-`DQNTorchPolicy.learn_on_batch` uses it where exact (`unsupported_reason`): the policy is
-`DQNTorchPolicy` itself; one atom (not distributional), no noisy layers, no action mask, a
-fully connected trunk and heads (tanh, ReLU or no activation), float32 on the CPU, rlfleet's
-`Adam` without weight decay, AMSGrad or `maximize`; and, as SAC's, only while torch runs on
-one thread.
+`DQNTorchPolicy.numpy_learner` names it; `learn_on_batch` hands it the call where exact
+(`unsupported_reason`): the policy is `DQNTorchPolicy` itself; one atom (not distributional),
+no noisy layers, no action mask, a fully connected trunk and heads (tanh, ReLU or no
+activation), float32 on the CPU, rlfleet's `Adam` without weight decay, AMSGrad or
+`maximize`; and, as SAC's, only while torch runs on one thread.
 """
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ import numpy as np
 from rlfleet.algorithms.dqn.dqn_model import DQNModel
 from rlfleet.algorithms.common.off_policy_common import replay_columns
 from rlfleet.fast.dqn import QNet, dqn_gradients
-from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
+from rlfleet.policy.numpy_learner import FlatAdam, OffPolicyNumpyLearner, clip_guard_and_step, module_layers, nets_reason
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy`, a DQNTorchPolicy itself
-    (not a subclass: DQNTorchPolicy.fast_learner_reason checks), as far as its networks and
+    """Why the NumPy learner cannot stand in for the torch update on `policy`, a DQNTorchPolicy
+    itself (not a subclass: `numpy_learner_reason` checks), as far as its networks and
     optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not DQNModel or model.num_atoms != 1 or model.mask_layout is not None:
@@ -51,9 +51,11 @@ def _qnet(net, grad_views=None) -> QNet:
                 module_layers(net.value, grad_views) if net.value is not None else None)
 
 
-class FusedDQNUpdate(FusedUpdate):
-    """The fused update for one policy (check `unsupported_reason` first). Views are
-    rebuilt at each call, so loaded weights and optimizer states are the ones trained."""
+class DQNNumpyLearner(OffPolicyNumpyLearner):
+    """The NumPy learner of one DQNTorchPolicy (check `unsupported_reason` first)."""
+
+    family = "DQN"
+    unsupported_reason = staticmethod(unsupported_reason)
 
     def _bind(self) -> None:
         model = self.policy.model
@@ -71,4 +73,4 @@ class FusedDQNUpdate(FusedUpdate):
         return stats
 
 
-__all__ = ["FusedDQNUpdate", "unsupported_reason"]
+__all__ = ["DQNNumpyLearner", "unsupported_reason"]

@@ -1,15 +1,17 @@
-"""DDPG / TD3's update written out in NumPy: the critic and actor losses' gradients by hand,
-then the Adam steps of the optimizers `optimizers_to_step` names, on NumPy views of the
-torch parameters (`rlfleet.policy.numpy_learner`; why: see there and issue 16).
+"""DDPG / TD3's NumPy learner: the critic and actor losses' gradients by hand, then the Adam
+steps of the optimizers `optimizers_to_step` names, on NumPy views of the torch parameters
+(`rlfleet.policy.numpy_learner`; why: see there: at these sizes torch's per-op dispatch costs
+more than the arithmetic).
 
 It computes what `ddpg_losses` and `TorchPolicy._step` compute: target policy smoothing
 (the same noise, from the policy's torch generator), clipped double Q, squared or Huber
 error with replay weights and n-step discounts, the L2 penalty on weight matrices, the actor
 loss through the frozen first critic, TD3's delayed actor steps, per-network gradient
-clipping and the NaN guard. `tests/test_fused_ddpg.py` checks weights, optimizer states,
-stats and TD errors against the torch path.
+clipping and the NaN guard. Its tests train both paths side by side and compare weights,
+optimizer states, stats and TD errors.
 
-`DDPGTorchPolicy.learn_on_batch` (DDPG, TD3, APEX-DDPG) uses it where exact
+`DDPGTorchPolicy.numpy_learner` names it; `learn_on_batch` (DDPG, TD3, APEX-DDPG) hands it
+the call where exact
 (`unsupported_reason`): the policy is `DDPGTorchPolicy` itself, its nets Linear layers with
 tanh, ReLU or no activation, float32 on the CPU, no towers, rlfleet `Adam`s without weight
 decay, AMSGrad or `maximize`; and, as SAC's, only while torch runs on one thread.
@@ -24,7 +26,8 @@ import torch
 from rlfleet.algorithms.ddpg.ddpg_model import DDPGModel
 from rlfleet.algorithms.common.off_policy_common import replay_columns
 from rlfleet.fast.ddpg import DDPGNets, DDPGSettings, ddpg_gradients
-from rlfleet.policy.numpy_learner import FlatAdam, FusedUpdate, clip_guard_and_step, module_layers, nets_reason
+from rlfleet.policy.numpy_learner import (FlatAdam, OffPolicyNumpyLearner, clip_guard_and_step, critic_layers,
+                                          module_layers, nets_reason)
 from rlfleet.policy.sample_batch import SampleBatch
 
 SB = SampleBatch
@@ -32,8 +35,8 @@ _NAMES = ("critic", "actor")
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy`, a DDPGTorchPolicy itself
-    (not a subclass: DDPGTorchPolicy.fast_learner_reason checks), as far as its networks and
+    """Why the NumPy learner cannot stand in for the torch update on `policy`, a DDPGTorchPolicy
+    itself (not a subclass: `numpy_learner_reason` checks), as far as its networks and
     optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not DDPGModel:
@@ -44,19 +47,18 @@ def unsupported_reason(policy) -> Optional[str]:
     return nets_reason(policy, nets, {"critic": model.critic_parameters(), "actor": model.actor_parameters()})
 
 
-class FusedDDPGUpdate(FusedUpdate):
-    """The fused update for one policy (check `unsupported_reason` first). Views are
-    rebuilt at each call, so loaded weights and optimizer states are the ones trained."""
+class DDPGNumpyLearner(OffPolicyNumpyLearner):
+    """The NumPy learner of one DDPGTorchPolicy (check `unsupported_reason` first)."""
+
+    family = "DDPG"
+    unsupported_reason = staticmethod(unsupported_reason)
 
     def _bind(self) -> None:
         policy, model = self.policy, self.policy.model
         self.adams = {name: FlatAdam(policy.optimizers[name]) for name in _NAMES}
-        critic_views = self.adams["critic"].grad_views
-        critics = [module_layers(model.critic, critic_views)]
-        target_critics = [module_layers(model.target_critic)[0]]
-        if model.twin_critic is not None:
-            critics.append(module_layers(model.twin_critic, critic_views))
-            target_critics.append(module_layers(model.target_twin_critic)[0])
+        critics, target_critics = critic_layers((model.critic, model.twin_critic),
+                                                (model.target_critic, model.target_twin_critic),
+                                                self.adams["critic"].grad_views)
         self.nets = DDPGNets(module_layers(model.actor, self.adams["actor"].grad_views),
                              module_layers(model.target_actor)[0], critics, target_critics, model.bounded,
                              model.low.numpy(), model.high.numpy())
@@ -80,4 +82,4 @@ class FusedDDPGUpdate(FusedUpdate):
         return stats
 
 
-__all__ = ["FusedDDPGUpdate", "unsupported_reason"]
+__all__ = ["DDPGNumpyLearner", "unsupported_reason"]

@@ -1,20 +1,23 @@
-"""PPO's minibatch SGD written out in NumPy: forward pass, the loss's gradient and Adam, fused.
+"""PPO's NumPy learner: minibatch SGD written out in NumPy, the forward pass, the loss's gradient
+and Adam in one pass per minibatch.
 
 Why: for the small fully connected nets PPO usually trains (two [64, 64] towers on a few
 hundred rows), a torch update costs far more in per-op dispatch and autograd bookkeeping
 (~80 ops of forward, backward, clipping and Adam: about 1 ms per minibatch here) than in
-arithmetic. The same maths written out by hand takes a fraction of that (issue 16); the maths
-are `rlfleet.fast.ppo`'s, this module binds them to a policy and its optimizer.
+arithmetic. The same maths written out by hand takes a fraction of that (`benchmarks/learner.py`
+times both paths on the same batches); the maths are `rlfleet.fast.ppo`'s, this module binds
+them to a policy and its optimizer.
 
 It computes what `ppo_surrogate_loss` and `TorchPolicy._step` compute: the clipped surrogate
 (with torch's rule for ties in `min`: half the gradient to each side), the KL penalty, the
 entropy bonus, the clipped value loss, global-norm gradient clipping, the NaN guard, and
 `Adam`'s update on the optimizer's own flat moment buffers, so `get_state`, checkpoints and a
 later torch update see the same optimizer state. Parameters are updated in place through
-NumPy views of the torch tensors. `tests/test_fused_sgd.py` checks weights, optimizer state
-and stats against the torch path.
+NumPy views of the torch tensors. Its tests train both paths side by side and compare
+weights, optimizer state and stats.
 
-`PPOTorchPolicy.multi_epoch_sgd` uses it only where it is exact (`unsupported_reason`): the
+`PPOTorchPolicy.numpy_learner` names it; `multi_epoch_sgd` hands it the call only where it
+is exact (`unsupported_reason`, `rlfleet.policy.numpy_learner.planned_numpy_learner`): the
 policy is `PPOTorchPolicy` itself; the model a `FullyConnectedNetwork` of Linear layers with
 tanh, ReLU or no activation, without pixel scaling or memory; the distribution Categorical
 (Discrete actions) or DiagGaussian (Box actions); float32 parameters on the CPU; one lean
@@ -32,7 +35,7 @@ from rlfleet.models.fcnet import FullyConnectedNetwork
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.fast.mlp import numpy_layers
 from rlfleet.fast.ppo import PPOCoefficients, PPONet, ppo_gradients
-from rlfleet.policy.numpy_learner import FlatAdam, clip_guard_and_step
+from rlfleet.policy.numpy_learner import MULTI_EPOCH_SGD, FlatAdam, NumpyLearner, clip_guard_and_step
 from rlfleet.policy.learning_loop import finish_result, sgd_passes, start_result
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER
@@ -41,8 +44,8 @@ SB = SampleBatch
 
 
 def unsupported_reason(policy) -> Optional[str]:
-    """Why the fused update cannot stand in for the torch one on `policy`, a PPOTorchPolicy itself
-    (not a subclass: PPOTorchPolicy.fast_learner_reason checks), as far as its networks and
+    """Why the NumPy learner cannot stand in for the torch update on `policy`, a PPOTorchPolicy
+    itself (not a subclass: `numpy_learner_reason` checks), as far as its networks and
     optimizers go (None: it can)."""
     model = policy.model
     if type(model) is not FullyConnectedNetwork or getattr(model, "pixels", None) is not None:
@@ -67,15 +70,16 @@ def unsupported_reason(policy) -> Optional[str]:
     return FlatAdam.supported(policy.optimizers[DEFAULT_OPTIMIZER], list(model.parameters()))
 
 
-class FusedPPOSGD:
-    """The fused update for one policy (check `unsupported_reason` first).
+class PPONumpyLearner(NumpyLearner):
+    """The NumPy learner of one PPOTorchPolicy (check `unsupported_reason` first).
 
     Weight, gradient and moment views are rebuilt at each `multi_epoch_sgd` call, so weights
     loaded in between (`set_weights`, a restored checkpoint) are the ones trained.
     """
 
-    def __init__(self, policy):
-        self.policy = policy
+    family = "PPO"
+    replaces = MULTI_EPOCH_SGD
+    unsupported_reason = staticmethod(unsupported_reason)
 
     # --- layout ----------------------------------------------------------------------------
     def _bind(self) -> None:
@@ -142,4 +146,4 @@ class FusedPPOSGD:
         return losses
 
 
-__all__ = ["FusedPPOSGD", "unsupported_reason"]
+__all__ = ["PPONumpyLearner", "unsupported_reason"]
