@@ -176,10 +176,8 @@ def finite_td_error(td_error: np.ndarray) -> np.ndarray:
 
 def exploration_learns(policy, samples) -> None:
     """An exploration that learns from the train batch (Curiosity's ICM) does so before the
-    policy's update; None of the others has the hook."""
-    learn = getattr(getattr(policy, "exploration", None), "on_learn_on_batch", None)
-    if learn is not None:
-        learn(policy, samples)
+    policy's update (the others' hook does nothing)."""
+    policy.exploration.on_learn_on_batch(policy, samples)
 
 
 def start_result(policy, samples) -> Dict[str, Any]:
