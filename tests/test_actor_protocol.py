@@ -85,7 +85,7 @@ def test_every_algorithm_acts_through_its_actor(name, trainer_cls, spaces, confi
 
 def _torch_only(policy):
     """The same policy acting with torch alone (what the `fast_path` plan may ask for)."""
-    policy._numpy_reason = "torch asked for by the test"
+    policy.acting.numpy_reason = "torch asked for by the test"
     return policy
 
 

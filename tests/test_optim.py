@@ -159,7 +159,7 @@ def test_ppo_policy_learns_as_with_torch_adam_and_round_trips_its_state():
     config = {"grad_clip": 0.5, "optimizer": {"weight_decay": 1e-3}, "kl_coeff": 0.2}
     lean, ref = _policy(**config), _policy(**config)
     ref_opt = torch.optim.Adam(ref.model.parameters(), lr=ref.cur_lr, weight_decay=1e-3)
-    ref._optimizers = None
+    ref.learning.built = None
     ref.make_optimizers = lambda: {"default": ref_opt}
     assert type(lean.optimizer) is Adam and ref.optimizer is ref_opt
     batch = _batch(_policy(seed=5))  # acting draws from a policy's RNG: not from these two
@@ -183,7 +183,7 @@ def test_a_policy_that_only_acts_builds_no_optimizer():
     actor = _policy(seed=3)
     actor.set_state(trained.get_state())  # a restored evaluation worker: weights, RNG, optimizer state
     actor.compute_actions(np.zeros((3, 4), np.float32))
-    assert actor._optimizers is None
+    assert actor.learning.built is None
     # Learning builds it, with the state it was given.
     step = {int(s["step"]) for s in actor.optimizer.state_dict()["state"].values()}
     assert step == {1}

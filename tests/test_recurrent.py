@@ -67,7 +67,7 @@ def test_padded_rows_contribute_nothing_to_the_loss():
         assert not bool(mask.all()), "episodes of 5 steps cut at 4 must leave padding"
 
         def loss_and_grads(t):
-            flat = {k: v.reshape(-1, *v.shape[2:]) if k in policy._seq_row_columns else v for k, v in t.items()}
+            flat = {k: v.reshape(-1, *v.shape[2:]) if k in tensors.row_columns else v for k, v in t.items()}
             policy.model.zero_grad()
             loss, _ = policy.loss(policy.model, policy.dist_class, flat)
             loss.backward()

@@ -21,7 +21,7 @@ evaluation = trainer.evaluator.workers.local_worker().policy_map["default_policy
 out = {
     "heavy": sorted(m for m in ("torch._dynamo", "sympy", "ray", "torch._inductor") if m in sys.modules),
     "learner_adam": type(trainer.get_policy().optimizer).__module__,
-    "evaluation_optimizers_built": evaluation._optimizers is not None,
+    "evaluation_optimizers_built": evaluation.learning.built is not None,
 }
 trainer.stop()
 print("RESULT " + json.dumps(out))

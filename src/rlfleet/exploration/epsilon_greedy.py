@@ -6,10 +6,11 @@ from typing import Optional, Tuple
 import gymnasium as gym
 import torch
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.utils.schedules import PiecewiseSchedule, Schedule, schedule_from_spec
 
 
-class EpsilonGreedy:
+class EpsilonGreedy(Exploration):
     """Epsilon-greedy over Q-values (the action distribution's inputs), for DQN.
 
     Epsilon falls linearly from `initial_epsilon` to `final_epsilon` over
@@ -34,8 +35,6 @@ class EpsilonGreedy:
             raise ValueError(f"exploration_config.type 'EpsilonGreedy' needs a Discrete action space, got "
                              f"{action_space}; use GaussianNoise or OrnsteinUhlenbeckNoise for Box actions")
         self.action_space = action_space
-        self.random_timesteps = 0
-        self.last_timestep = 0
         if epsilon_schedule is not None:
             self.epsilon_schedule: Schedule = schedule_from_spec(epsilon_schedule, "exploration_config.epsilon_schedule")
         else:
@@ -64,12 +63,6 @@ class EpsilonGreedy:
 
     def get_info(self) -> dict:
         return {"cur_epsilon": float(self.epsilon_schedule(self.last_timestep))}
-
-    def get_state(self) -> dict:
-        return {"last_timestep": int(self.last_timestep)}
-
-    def set_state(self, state: dict) -> None:
-        self.last_timestep = int(state.get("last_timestep", 0))
 
 
 def per_worker_epsilon(worker_index: int, num_workers: int) -> float:

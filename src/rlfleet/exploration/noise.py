@@ -8,11 +8,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.utils.schedules import PiecewiseSchedule, Schedule, schedule_from_spec
 from rlfleet.utils.spaces import policy_action_bounds
 
 
-class GaussianNoise:
+class GaussianNoise(Exploration):
     """Deterministic action + `scale(t) * stddev * N(0, 1)`, clipped to the action bounds.
 
     For the first `random_timesteps` steps actions are uniform over the bounds instead.
@@ -51,7 +52,6 @@ class GaussianNoise:
             self.scale_schedule = PiecewiseSchedule(
                 [(0, initial_scale), (start, initial_scale), (start + max(1, int(scale_timesteps)), final_scale)]
             )
-        self.last_timestep = 0
 
     def _uniform(self, shape, generator):
         u = torch.rand(shape, generator=generator)
@@ -75,12 +75,6 @@ class GaussianNoise:
 
     def get_info(self) -> dict:
         return {"cur_scale": float(self.scale_schedule(self.last_timestep))}
-
-    def get_state(self) -> dict:
-        return {"last_timestep": int(self.last_timestep)}
-
-    def set_state(self, state: dict) -> None:
-        self.last_timestep = int(state.get("last_timestep", 0))
 
 
 class OrnsteinUhlenbeckNoise(GaussianNoise):

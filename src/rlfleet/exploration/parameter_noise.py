@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.exploration.epsilon_greedy import EpsilonGreedy
 from rlfleet.exploration.noise import OrnsteinUhlenbeckNoise
 from rlfleet.utils.schedules import PiecewiseSchedule
@@ -63,7 +64,7 @@ def acting_parameters(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Parame
     return [(f"{attr}.{name}", p) for name, p in net.named_parameters() if id(p) not in norms]
 
 
-class ParameterNoise:
+class ParameterNoise(Exploration):
     """Gaussian noise N(0, stddev) on the acting network's weights, re-drawn at each episode
     start; actions then come from `sub_exploration` (on the noisy network's outputs).
 
@@ -115,7 +116,7 @@ class ParameterNoise:
         self.last_distance: Optional[float] = None
         if sub_exploration is None:
             sub_exploration = default_sub_exploration(action_space, self.random_timesteps, cfg, generator)
-        if isinstance(sub_exploration, ParameterNoise) or not hasattr(sub_exploration, "get_exploration_action"):
+        if isinstance(sub_exploration, ParameterNoise) or not isinstance(sub_exploration, Exploration):
             raise ValueError(f"exploration_config.sub_exploration must be an exploration config other than "
                              f"ParameterNoise ({{'type': ..., **options}}), got {sub_exploration!r}")
         self.sub_exploration = sub_exploration
@@ -196,11 +197,12 @@ class ParameterNoise:
 
     def target_distance(self) -> float:
         """The distance the scale steers to, from the sub-exploration's current setting."""
-        info = self.sub_exploration.get_info() if hasattr(self.sub_exploration, "get_info") else {}
+        info = self.sub_exploration.get_info()
         if self.discrete:
             eps = float(info.get("cur_epsilon", 0.0))
             return float(-np.log(1.0 - eps + eps / self.action_space.n))
-        return float(getattr(self.sub_exploration, "ou_sigma", 0.2)) * float(info.get("cur_scale", 1.0))
+        sigma = self.sub_exploration.ou_sigma if isinstance(self.sub_exploration, OrnsteinUhlenbeckNoise) else 0.2
+        return float(sigma) * float(info.get("cur_scale", 1.0))
 
     # --- the exploration protocol --------------------------------------------------------
     def get_exploration_action(self, dist, explore: bool, timestep: int,
@@ -210,7 +212,7 @@ class ParameterNoise:
         return self.sub_exploration.get_exploration_action(dist, explore, timestep, generator)
 
     def get_info(self) -> dict:
-        info = dict(self.sub_exploration.get_info()) if hasattr(self.sub_exploration, "get_info") else {}
+        info = dict(self.sub_exploration.get_info())
         info["cur_stddev"] = self.stddev
         return info
 

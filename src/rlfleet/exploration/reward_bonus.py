@@ -8,14 +8,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlfleet.exploration.base import Exploration
 
-class RewardBonus:
+
+class RewardBonus(Exploration):
     """Acting is the `sub_exploration`'s; the subclass's own networks (`self.networks`)
     travel with the policy's weights (`get_weights`, prefixed by the policy) and its last
     measurements (`self._stats`) are reported through `get_info`.
 
     Subclasses call `_init_bonus` from their constructor (no `__init__` here: the config
-    check reads every `__init__` argument in the class's MRO as an option).
+    check reads every `__init__` argument in the class's MRO as an option; `Exploration`'s
+    takes only the action space).
     """
 
     # What `make_exploration` builds as `sub_exploration` when the config names none.
@@ -24,7 +27,7 @@ class RewardBonus:
 
     def _init_bonus(self, action_space: gym.Space, sub_exploration: Any, networks: torch.nn.Module,
                     model: torch.nn.Module) -> None:
-        if not hasattr(sub_exploration, "get_exploration_action") or isinstance(sub_exploration, RewardBonus):
+        if not isinstance(sub_exploration, Exploration) or isinstance(sub_exploration, RewardBonus):
             raise ValueError(f"exploration_config.sub_exploration must be an exploration config other than "
                              f"{self.kind} ({{'type': ..., **options}}), got {sub_exploration!r}")
         self.action_space = action_space
@@ -42,11 +45,11 @@ class RewardBonus:
 
     @property
     def random_timesteps(self) -> int:
-        return int(getattr(self.sub_exploration, "random_timesteps", 0))
+        return int(self.sub_exploration.random_timesteps)
 
     @property
     def last_timestep(self) -> int:
-        return int(getattr(self.sub_exploration, "last_timestep", 0))
+        return int(self.sub_exploration.last_timestep)
 
     @last_timestep.setter
     def last_timestep(self, value: int) -> None:
@@ -59,7 +62,7 @@ class RewardBonus:
 
     # --- info, weights and state ----------------------------------------------------------
     def get_info(self) -> dict:
-        info = dict(self.sub_exploration.get_info()) if hasattr(self.sub_exploration, "get_info") else {}
+        info = dict(self.sub_exploration.get_info())
         info.update(self._stats)
         return info
 

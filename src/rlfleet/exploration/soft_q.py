@@ -6,10 +6,11 @@ from typing import Optional, Tuple
 import gymnasium as gym
 import torch
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.models.distributions import Categorical
 
 
-class SoftQ:
+class SoftQ(Exploration):
     """Samples from softmax(inputs / temperature), the reference's SoftQ: for DQN (SimpleQ,
     APEX) the inputs are the Q-values. With explore=False: the greedy (argmax) action. The
     log-likelihood reported is that of the tempered distribution. Masked actions (inputs at
@@ -29,8 +30,6 @@ class SoftQ:
             raise ValueError(f"exploration_config.temperature must be > 0 for 'SoftQ', got {temperature!r}")
         self.action_space = action_space
         self.temperature = float(temperature)
-        self.random_timesteps = 0
-        self.last_timestep = 0
 
     def get_exploration_action(self, dist, explore: bool, timestep: int,
                                generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -45,9 +44,3 @@ class SoftQ:
 
     def get_info(self) -> dict:
         return {"temperature": self.temperature}
-
-    def get_state(self) -> dict:
-        return {"last_timestep": int(self.last_timestep)}
-
-    def set_state(self, state: dict) -> None:
-        self.last_timestep = int(state.get("last_timestep", 0))

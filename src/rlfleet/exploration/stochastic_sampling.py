@@ -1,16 +1,17 @@
 """StochasticSampling: sample from the action distribution; the mode when not exploring."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import gymnasium as gym
 import torch
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.exploration.uniform import uniform_actions
 from rlfleet.models.distributions import ActionDistribution
 
 
-class StochasticSampling:
+class StochasticSampling(Exploration):
     """The default exploration for policy-gradient algorithms.
 
     Args:
@@ -30,24 +31,15 @@ class StochasticSampling:
         timestep: int,
         generator: Optional[torch.Generator] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Returns `(actions, logp)`; logp is 0 for deterministic actions."""
-        self.last_timestep = timestep
-        if not explore:
-            actions = dist.deterministic_sample()
-            return actions, torch.zeros(actions.shape[0])
-        if timestep < self.random_timesteps:
+        """Returns `(actions, logp)`: uniformly random ones for the first `random_timesteps`
+        when exploring, else the base class's (a sample, or the mode with logp 0)."""
+        if explore and timestep < self.random_timesteps:
+            self.last_timestep = timestep
             return self._uniform(dist, generator)
-        actions = dist.sample(generator)
-        return actions, dist.logp(actions)
+        return super().get_exploration_action(dist, explore, timestep, generator)
 
     def _uniform(self, dist, generator):
         return uniform_actions(self.action_space, dist.inputs, generator)
-
-    def get_state(self) -> dict:
-        return {"last_timestep": int(self.last_timestep)}
-
-    def set_state(self, state: dict) -> None:
-        self.last_timestep = int(state.get("last_timestep", 0))
 
 
 def _explorations() -> dict:
@@ -80,13 +72,15 @@ _EXPLORATIONS = {"StochasticSampling": StochasticSampling}
 
 def resolve_exploration_class(kind) -> type:
     """The exploration class `kind` names: a registered name, a class, or a path
-    "package.module.Class" / "package.module:Class".
+    "package.module.Class" / "package.module:Class". A class that does not subclass
+    `Exploration` comes back with the base mixed in (`_with_base`).
 
     Raises:
-        ValueError: naming the value and the registered names.
+        ValueError: naming the value and the registered names, or a class the base cannot be
+            mixed into and the fix.
     """
     if isinstance(kind, type):
-        return kind
+        return _with_base(kind)
     known = _explorations()
     if isinstance(kind, str) and kind in known:
         return known[kind]
@@ -100,9 +94,39 @@ def resolve_exploration_class(kind) -> type:
             raise ValueError(f"exploration_config.type {kind!r} could not be imported ({e}); use one of "
                              f"{sorted(known)}, a class, or a 'package.module.Class' path") from None
         if isinstance(cls, type):
-            return cls
+            return _with_base(cls)
     raise ValueError(f"exploration_config.type {kind!r} is unknown; use one of {sorted(known)}, an "
                      "exploration class, or a 'package.module.Class' path")
+
+
+# User classes without the base, each with the base mixed in (made once per class).
+_WITH_BASE: Dict[type, type] = {}
+
+
+def _with_base(cls: type) -> type:
+    """`cls` when it subclasses `Exploration`; else a subclass of `(cls, Exploration)`, made
+    once: user classes written before the base existed (duck-typed, with only the hooks they
+    use) keep working, their own methods first and the base's defaults for every hook they
+    lack, so that callers still call each hook plainly.
+
+    Raises:
+        ValueError: naming the class and the fix, when the base cannot be mixed in (a
+            metaclass or layout conflict).
+    """
+    if issubclass(cls, Exploration):
+        return cls
+    mixed = _WITH_BASE.get(cls)
+    if mixed is None:
+        try:
+            mixed = type(cls.__name__, (cls, Exploration),
+                         {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+        except TypeError as e:
+            raise ValueError(f"exploration_config.type {cls.__module__}.{cls.__qualname__} does not subclass "
+                             f"rlfleet.exploration.Exploration, and the base cannot be mixed in ({e}); use "
+                             f"`class {cls.__name__}(Exploration)` (from rlfleet.exploration import Exploration): "
+                             "the base declares every hook with a default that changes nothing") from None
+        _WITH_BASE[cls] = mixed
+    return mixed
 
 
 def _accepts(cls: type, name: str) -> bool:
@@ -131,7 +155,7 @@ def make_exploration(config: dict, action_space: gym.Space, **context):
     cls = resolve_exploration_class(cfg.pop("type", "StochasticSampling"))
     # An exploration with a default sub-exploration config (Curiosity's) gets it when none is given.
     sub = cfg.get("sub_exploration")
-    if sub is None and getattr(cls, "default_sub_exploration", None) is not None:
+    if sub is None and cls.default_sub_exploration is not None:
         sub = cfg["sub_exploration"] = dict(cls.default_sub_exploration)
     if isinstance(sub, dict):  # an exploration inside this one (ParameterNoise's, Curiosity's), built first
         if "type" not in sub:

@@ -6,11 +6,12 @@ from typing import Optional, Tuple
 import gymnasium as gym
 import torch
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.exploration.uniform import uniform_actions
 from rlfleet.utils.spaces import flat_action_size, policy_action_bounds
 
 
-class Random:
+class Random(Exploration):
     """Uniform over the action space when exploring, for any algorithm and any action space
     the samplers support; the policy's deterministic action with explore=False.
 
@@ -30,8 +31,6 @@ class Random:
         except ValueError as e:
             raise ValueError(f"exploration_config.type 'Random' cannot serve the action space: {e}") from None
         self.action_space = action_space
-        self.random_timesteps = 0
-        self.last_timestep = 0
         self._box_bounds = None
         if isinstance(action_space, gym.spaces.Box):
             normalize = bool((policy_config or {}).get("normalize_actions", True))
@@ -39,15 +38,9 @@ class Random:
 
     def get_exploration_action(self, dist, explore: bool, timestep: int,
                                generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Returns `(actions, logp)`; logp is 0 for deterministic actions."""
-        self.last_timestep = timestep
+        """Returns `(actions, logp)`: uniform ones when exploring, else the base class's (the
+        mode, logp 0)."""
         if not explore:
-            actions = dist.deterministic_sample()
-            return actions, torch.zeros(actions.shape[0])
+            return super().get_exploration_action(dist, explore, timestep, generator)
+        self.last_timestep = timestep
         return uniform_actions(self.action_space, dist.inputs, generator, self._box_bounds)
-
-    def get_state(self) -> dict:
-        return {"last_timestep": int(self.last_timestep)}
-
-    def set_state(self, state: dict) -> None:
-        self.last_timestep = int(state.get("last_timestep", 0))

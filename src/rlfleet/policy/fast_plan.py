@@ -201,7 +201,7 @@ def actor_reason(policy) -> Optional[str]:
     if policy.dist_class not in (Categorical, DiagGaussian):
         return f"the action distribution is {getattr(policy.dist_class, '__name__', policy.dist_class)}"
     # An exploration that only reshapes rewards (Curiosity) acts as its sub-exploration.
-    acting = getattr(policy.exploration, "acting_exploration", policy.exploration)
+    acting = policy.exploration.acting_exploration
     if type(acting) is not StochasticSampling:
         return f"the exploration is {type(acting).__name__}, not StochasticSampling"
     return None

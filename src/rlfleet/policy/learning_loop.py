@@ -8,13 +8,14 @@ each update with `clip_guard_and_step` over a `Gradients` view of their optimize
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 
 from rlfleet.policy.nan_guard import grad_norm
 from rlfleet.policy.optim import clip_grad_norm
+from rlfleet.policy.tensor_batch import flat_rows, take_rows
 
 # The optimizer `make_optimizers` builds by default, at `lr` (the one `lr_schedule` drives).
 DEFAULT_OPTIMIZER = "default"
@@ -46,16 +47,18 @@ class Gradients(ABC):
 
 
 class TorchGradients(Gradients):
-    """The gradients autograd left in the parameters of the policy's optimizers."""
+    """The gradients autograd left in the parameters of the policy's optimizers (their
+    parameter lists: `policy.learning.params`, learning_state.py)."""
 
     def __init__(self, policy):
         self.policy = policy
+        self.params = policy.learning.params
 
     def norm(self, name: str) -> torch.Tensor:
-        return grad_norm(self.policy._optimizer_params[name])
+        return grad_norm(self.params[name])
 
     def clip(self, name: str, max_norm: float) -> torch.Tensor:
-        return clip_grad_norm(self.policy._optimizer_params[name], max_norm)
+        return clip_grad_norm(self.params[name], max_norm)
 
     def step(self, name: str) -> None:
         self.policy.optimizers[name].step()
@@ -95,15 +98,18 @@ def losses_by_optimizer(policy, losses, names: List[str]) -> Dict[str, torch.Ten
     return losses
 
 
-def backward_each(policy, losses: Dict[str, torch.Tensor], names: List[str]) -> None:
+def backward_each(losses: Dict[str, torch.Tensor], names: List[str],
+                  params_of: Callable[[str], Sequence[torch.Tensor]]) -> None:
     """Gradients of each loss into its own optimizer's parameters only (`inputs=`), so
     losses that share a forward pass (an actor loss through the critic) never leak
-    gradient into another optimizer's parameters."""
+    gradient into another optimizer's parameters. `params_of(name)`: the parameters
+    optimizer `name` updates (on a tower, their copies: towers.py), asked only with several
+    losses (one loss backpropagates plainly)."""
     if len(names) == 1:
         losses[names[0]].backward()
         return
     for i, name in enumerate(names):
-        params = [p for p in policy._optimizer_params[name] if p.requires_grad]
+        params = [p for p in params_of(name) if p.requires_grad]
         if params:
             torch.autograd.backward(losses[name], inputs=params, retain_graph=i < len(names) - 1)
 
@@ -113,22 +119,21 @@ def torch_step(policy, tensors) -> Dict[str, torch.Tensor]:
     on its own loss's gradient (clipped to `grad_clip`), unless a loss or gradient is not
     finite: then none steps (see policy/nan_guard.py). Returns the detached stats.
 
-    With several towers (towers.py) `tensors` may be a `ShardedBatch`; each tower
-    backpropagates its shard and the gradients are combined before the step."""
+    `tensors`: what `to_tensors` returned (a `TensorBatch`: padded sequences' row columns are
+    flattened for the loss) or a minibatch of it. With several towers (towers.py) it may be a
+    `ShardedBatch`; each tower backpropagates its shard and the gradients are combined before
+    the step."""
     names = policy.optimizers_to_step()
     if policy.towers is not None:
         for name in names:
             policy.optimizers[name].zero_grad(set_to_none=True)
         losses, stats = policy.towers.gradients(policy, tensors, names)
     else:
-        if policy.is_recurrent():
-            tensors = {k: v.reshape(-1, *v.shape[2:]) if k in policy._seq_row_columns else v
-                       for k, v in tensors.items()}
-        losses, stats = policy.loss(policy.model, policy.dist_class, tensors)
+        losses, stats = policy.loss(policy.model, policy.dist_class, flat_rows(tensors))
         losses = losses_by_optimizer(policy, losses, names)
         for name in names:
             policy.optimizers[name].zero_grad(set_to_none=True)
-        backward_each(policy, losses, names)
+        backward_each(losses, names, policy.learning.params.__getitem__)
     policy.reduce_gradients(names)
     clip_guard_and_step(policy, TorchGradients(policy), names, losses, stats)
     return {k: v.detach() if torch.is_tensor(v) else torch.as_tensor(v) for k, v in stats.items()}
@@ -145,7 +150,8 @@ def sgd_passes(policy, columns: Dict[str, Any], n: int, num_sgd_iter: int, minib
     one minibatch takes the rows as they are: its mean does not depend on their order) and
     `step`s on each minibatch, a slice; a ragged tail smaller than half a minibatch is
     dropped (its gradient is mostly noise). `minibatch(indices)` instead builds each
-    minibatch from row indices (towers, which gather on their own devices)."""
+    minibatch from row indices (towers, which gather on their own devices). A `TensorBatch`
+    keeps its layout in every minibatch (`take_rows`)."""
     minibatch_size = max(1, min(int(minibatch_size), n))
     last_pass: List[Dict[str, Any]] = []
     for _ in range(int(num_sgd_iter)):
@@ -162,7 +168,7 @@ def sgd_passes(policy, columns: Dict[str, Any], n: int, num_sgd_iter: int, minib
                 indices = order[start:end] if order is not None else np.arange(start, end)
                 step_stats = step(minibatch(indices))
             else:
-                step_stats = step({k: v[start:end] for k, v in rows.items()})
+                step_stats = step(take_rows(rows, slice(start, end)))
             # Per-sample TD errors of one minibatch mean nothing averaged over a pass.
             step_stats.pop("td_error", None)
             last_pass.append(step_stats)
@@ -176,17 +182,15 @@ def finite_td_error(td_error: np.ndarray) -> np.ndarray:
 
 def exploration_learns(policy, samples) -> None:
     """An exploration that learns from the train batch (Curiosity's ICM) does so before the
-    policy's update; None of the others has the hook."""
-    learn = getattr(getattr(policy, "exploration", None), "on_learn_on_batch", None)
-    if learn is not None:
-        learn(policy, samples)
+    policy's update (the others' hook does nothing)."""
+    policy.exploration.on_learn_on_batch(policy, samples)
 
 
 def start_result(policy, samples) -> Dict[str, Any]:
     """A learning call's result, after the `on_learn_on_batch` callback and an exploration
     that learns (`exploration_learns`) saw the batch."""
     result: Dict[str, Any] = {}
-    if policy._learn_hook:
+    if policy.has_learn_callback:
         policy.callbacks.on_learn_on_batch(policy=policy, train_batch=samples, result=result)
     exploration_learns(policy, samples)
     return result
@@ -198,7 +202,7 @@ def finish_result(policy, result: Dict[str, Any], stats: Dict[str, Any]) -> Dict
     if "td_error" in stats:
         td_error = stats.pop("td_error")
         result["td_error"] = finite_td_error(td_error.cpu().numpy() if torch.is_tensor(td_error) else td_error)
-    result["learner_stats"] = policy._learner_stats({k: float(v) for k, v in stats.items()})
+    result["learner_stats"] = policy.learner_stats({k: float(v) for k, v in stats.items()})
     result["num_nonfinite_updates"] = policy.nonfinite_guard.total
     return result
 

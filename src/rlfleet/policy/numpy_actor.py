@@ -47,22 +47,25 @@ def static_numpy_reason(policy, acts_its_own_way: bool) -> Optional[str]:
 def numpy_actor_unavailable(policy, timestep: int) -> Optional[str]:
     """Why `policy` cannot act with NumPy at `timestep` (None: it can): the one place the
     NumPy-or-torch choice is made, for `TorchPolicy.actor` and `compute_actions` alike."""
-    reason = policy._numpy_reason
+    acting = policy.acting  # acting_state.py
+    reason = acting.numpy_reason
     if reason is not None:
         return reason
-    if timestep < policy.exploration.random_timesteps:
-        return f"timestep {timestep} is one of the exploration's {policy.exploration.random_timesteps} random ones"
-    if policy._numpy_net() is None:
-        return policy._numpy_reason  # layers the NumPy copy cannot run (set by `_numpy_net`)
+    random_timesteps = acting.exploration.random_timesteps
+    if timestep < random_timesteps:
+        return f"timestep {timestep} is one of the exploration's {random_timesteps} random ones"
+    if acting.numpy_net(policy.model) is None:
+        return acting.numpy_reason  # layers the NumPy copy cannot run (set by `numpy_net`)
     return None
 
 
 def compute_actions_numpy(policy, obs: np.ndarray, explore: bool, timestep: int) -> ActResult:
     """`compute_actions` with the NumPy snapshot (right after `numpy_actor_unavailable` said
-    None, which brought `policy._fast` up to date): every column at once, one forward pass
-    for the actions and the values."""
-    policy.exploration.last_timestep = timestep
-    dist_inputs, values = policy._fast(obs)
+    None, which brought the snapshot `policy.acting.net` up to date): every column at once,
+    one forward pass for the actions and the values."""
+    acting = policy.acting
+    acting.exploration.last_timestep = timestep
+    dist_inputs, values = acting.net(obs)
     actions, logp = sample_numpy(policy.dist_class, dist_inputs, explore, policy.np_random)
     extra = {SB.ACTION_DIST_INPUTS: dist_inputs, SB.ACTION_LOGP: logp, SB.ACTION_PROB: np.exp(logp)}
     if policy.records_values:

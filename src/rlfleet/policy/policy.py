@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.policy.actor import Actor, TorchActor
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.utils.spaces import env_action, flatten_action, is_nested
@@ -25,6 +26,13 @@ class Policy:
     # the vectorised multi-agent sampler does not build them, so the worker samples such a
     # policy on the general multi-agent path, which does.
     needs_other_agent_batches: bool = False
+    # True where the learner reads env infos (the bandits' regret): the worker then records
+    # the `infos` column, which samplers otherwise skip.
+    needs_infos: bool = False
+    # The exploration whose hooks samplers and postprocessing call (exploration/base.py).
+    # A policy that draws its actions its own way keeps this shared one: its hooks do nothing
+    # and hold no state (TorchPolicy builds its own from `exploration_config`).
+    exploration: Exploration = Exploration(action_space=None)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict):
         self.observation_space = observation_space

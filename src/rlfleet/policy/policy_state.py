@@ -4,13 +4,27 @@ another worker."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict
+import secrets
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
 
 from rlfleet.utils.optimizer_state import load_optimizer_state, optimizer_state
 from rlfleet.utils.seeding import derive_seed
+
+
+def policy_rngs(config: Dict[str, Any], policy_id: str) -> Tuple[torch.Generator, np.random.Generator]:
+    """The policy's torch and NumPy random streams, seeded from `seed` (derived per worker
+    and policy id, so that no two draw the same numbers) or, without one, from fresh entropy
+    (without touching, or reseeding as torch.seed() does, the global RNG)."""
+    seed = config.get("seed")
+    base = derive_seed(seed, config.get("worker_index", 0), policy_id) if seed is not None else None
+    if base is None:
+        base = secrets.randbits(63)
+    generator = torch.Generator()
+    generator.manual_seed(base)
+    return generator, np.random.default_rng(base)
 
 
 def rng_state(policy) -> Dict[str, Any]:
@@ -56,4 +70,4 @@ def set_rng_state(policy, rng: Dict[str, Any]) -> None:
     policy.np_random.bit_generator.state = np.random.default_rng(seed).bit_generator.state
 
 
-__all__ = ["load_optimizer_state", "optimizer_state", "rng_state", "saved_optimizer_states", "set_rng_state"]
+__all__ = ["load_optimizer_state", "optimizer_state", "policy_rngs", "rng_state", "saved_optimizer_states", "set_rng_state"]

@@ -1,7 +1,19 @@
 """TorchPolicy: a Policy whose model, loss and optimizers are PyTorch.
 
 An algorithm subclasses it and implements `loss(model, dist_class, train_batch)`; acting,
-batching to tensors, minibatch SGD and weight handling live here once.
+batching to tensors, minibatch SGD and weight handling live here once, the class wiring
+the pieces that do each job:
+
+| job                                            | where                                    |
+|------------------------------------------------|------------------------------------------|
+| acting state: the exploration, the NumPy snapshot; acting with torch | policy/acting_state.py   |
+| acting with the NumPy snapshot                 | policy/numpy_actor.py                    |
+| learning state: optimizers (built on first use), their parameters | policy/learning_state.py |
+| the train batch as tensors (`to_tensors`)      | policy/tensor_batch.py                   |
+| the update and minibatch SGD                   | policy/learning_loop.py, towers.py       |
+| where it acts and learns (NumPy or torch)      | policy/fast_plan.py                      |
+| random streams and optimizer state in checkpoints | policy/policy_state.py                |
+| export                                         | policy/export.py                         |
 
 Several optimizers: `make_optimizers()` returns `{name: optimizer}` and `loss` returns
 `({name: loss}, stats)` with the same names (a single optimizer may take a plain loss
@@ -12,68 +24,40 @@ the one the `lr` / `lr_schedule` keys drive.
 """
 from __future__ import annotations
 
-import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
+from rlfleet.exploration.base import Exploration
 from rlfleet.exploration.stochastic_sampling import make_exploration
-from rlfleet.models.catalog import ModelCatalog
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.fast.inference import NumpyMLPInference
+from rlfleet.models.catalog import ModelCatalog
+from rlfleet.policy.acting_state import EXPLORATION_WEIGHTS, ActingState, act_torch
 from rlfleet.policy.actor import Actor, TorchActor
 from rlfleet.policy.fast_plan import FastPathPlan, make_plan
 from rlfleet.policy.learning_loop import DEFAULT_OPTIMIZER, finish_result, sgd_passes, start_result, torch_step
+from rlfleet.policy.learning_state import LearningState
+from rlfleet.policy.loss_inputs import masked_mean, model_forward
+from rlfleet.policy.model_inputs import model_inputs, recurrence
 from rlfleet.policy.nan_guard import NonFiniteGuard
 from rlfleet.policy.numpy_learner import LEARN_ON_BATCH, MULTI_EPOCH_SGD, planned_numpy_learner
 from rlfleet.policy.numpy_actor import (NumpyActor, compute_actions_numpy, numpy_actor_unavailable, obs_array,
                                         static_numpy_reason)
-from rlfleet.policy.optim import build_adam, check_adam_options, optimizer_params
-from rlfleet.policy.model_inputs import model_inputs, recurrence
+from rlfleet.policy.optim import build_adam, check_adam_options
 from rlfleet.policy.policy import Policy
-from rlfleet.policy.policy_state import (load_optimizer_state, optimizer_state, rng_state, saved_optimizer_states,
-                                         set_rng_state)
-from rlfleet.policy.rnn_sequencing import SEQ_MASK, pad_batch_to_sequences
-from rlfleet.utils.compression import decompress_columns
+from rlfleet.policy.policy_state import load_optimizer_state, optimizer_state, policy_rngs, rng_state, set_rng_state
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.towers import Towers, learner_devices, to_device
+from rlfleet.policy.tensor_batch import TensorBatch, as_tensor, batch_tensors, take_rows
+from rlfleet.policy.towers import Towers, learner_devices
 from rlfleet.utils.schedules import make_schedule
-from rlfleet.utils.seeding import derive_seed
 
-
-# The prefix of an exploration's own weights among the policy's (`get_weights`).
-EXPLORATION_WEIGHTS = "exploration."
-
-# The name algorithm policies (IMPALA, APPO) import it by.
+# Names algorithm policies and tests import from here.
 _obs_array = obs_array
-
-
-def model_forward(model, batch: Dict[str, torch.Tensor]):
-    """Runs `model` on a loss batch: obs, the previous actions / rewards when present, and for
-    recurrent models the sequences' initial states and `seq_lens`. Returns `(out, state_out)`."""
-    input_dict = {SampleBatch.OBS: batch[SampleBatch.OBS]}
-    for key in (SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS):
-        if key in batch:
-            input_dict[key] = batch[key]
-    state = []
-    while f"state_in_{len(state)}" in batch:
-        state.append(batch[f"state_in_{len(state)}"])
-    return model(input_dict, state, batch.get(SampleBatch.SEQ_LENS))
-
-
-def masked_mean(batch: Dict[str, torch.Tensor]):
-    """`mean(x)` over the real rows of a loss batch: padded sequence rows (`seq_mask` False)
-    contribute nothing; a plain mean when the batch is not padded."""
-    mask = batch.get(SEQ_MASK)
-    if mask is None:
-        return torch.mean
-    count = mask.sum().clamp_min(1)
-
-    def mean(x: torch.Tensor) -> torch.Tensor:
-        return torch.where(mask, x, torch.zeros((), dtype=x.dtype)).sum() / count
-
-    return mean
+_tensor = as_tensor
+__all__ = ["DEFAULT_OPTIMIZER", "EXPLORATION_WEIGHTS", "TorchPolicy", "load_optimizer_state", "masked_mean",
+           "model_forward", "optimizer_state"]
 
 
 class TorchPolicy(Policy):
@@ -92,14 +76,7 @@ class TorchPolicy(Policy):
     def __init__(self, observation_space, action_space, config: dict, *, policy_id: str = "default_policy"):
         super().__init__(observation_space, action_space, config)
         self.policy_id = policy_id
-        seed = config.get("seed")
-        base = derive_seed(seed, config.get("worker_index", 0), policy_id) if seed is not None else None
-        if base is None:
-            # Fresh entropy without touching (or reseeding, as torch.seed() does) the global RNG.
-            base = secrets.randbits(63)
-        self.generator = torch.Generator()
-        self.generator.manual_seed(base)
-        self.np_random = np.random.default_rng(base)
+        self.generator, self.np_random = policy_rngs(config, policy_id)
         # Learner devices, one per tower (num_gpus / num_gpus_per_worker, _fake_gpus): see towers.py.
         self.devices = learner_devices(config)
         self.device = self.devices[0]
@@ -111,35 +88,34 @@ class TorchPolicy(Policy):
             self.dist_class, self.model = self.make_model_and_action_dist()
         self.model.to(self.device)
         self.towers: Optional[Towers] = Towers(self.model, self.devices) if len(self.devices) > 1 else None
-        self.exploration = make_exploration(config, self.exploration_space(), generator=self.generator, np_random=self.np_random,
-                                            model=self.model)
-        # An exploration that perturbs the weights it acts with (ParameterNoise) runs the
-        # acting forward pass itself: `(model, input_dict, state, explore, timestep) -> (out, state)`.
-        self._acting_forward = getattr(self.exploration, "forward_for_acting", None)
+        # What it acts with (acting_state.py) and what it learns with (learning_state.py).
+        self.acting = ActingState(make_exploration(config, self.exploration_space(), generator=self.generator,
+                                                   np_random=self.np_random, model=self.model))
+        self.learning = LearningState(self, on_build=self.refresh_fast_plan)
         self.lr_schedule = make_schedule(config["lr"], config.get("lr_schedule"), "lr_schedule")
         self.cur_lr = self.lr_schedule(0)
-        # Optimizers are built on first use (learning, get_state): a worker that only acts
-        # (remote sampling, evaluation, `rlfleet evaluate`) never builds one. The `optimizer`
-        # key is checked now, so that a bad entry fails at once.
+        # The `optimizer` key is checked now, so that a bad entry fails at once, though the
+        # optimizers are built on first use.
         check_adam_options(config.get("optimizer") or {})
-        self._optimizers: Optional[Dict[str, Any]] = None
-        self._optimizer_params: Dict[str, List[torch.Tensor]] = {}
-        self._pending_optimizer_state: Optional[Dict[str, Any]] = None
-        # Gradient updates so far (one per `_step`): what `optimizers_to_step` may count with.
+        # Gradient updates so far (one per update): what `optimizers_to_step` may count with.
         self.num_grad_updates = 0
         # Skips updates with a NaN/inf loss or gradient; raises after too many in a row.
         self.nonfinite_guard = NonFiniteGuard(policy_id, config.get("max_nonfinite_updates", 5))
         callbacks_factory = config.get("callbacks")
         self.callbacks = callbacks_factory() if callable(callbacks_factory) else None
-        self._learn_hook = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
+        # Whether the learning loop calls `callbacks.on_learn_on_batch` (read once, not per update).
+        self.has_learn_callback = self.callbacks is not None and self.callbacks.overrides("on_learn_on_batch")
         self._fast_plan: Optional[FastPathPlan] = None
         self._numpy_learner: Any = None  # the `numpy_learner` instance, built once the plan picks it
-        self._fast: Optional[NumpyMLPInference] = None
-        self._fast_key: Optional[tuple] = None
         self._initial_state, self.max_seq_len, self.view_columns = recurrence(self, config["model"])
         # Why acting cannot run the NumPy copy of the model (None: it can): see numpy_actor.py.
-        self._numpy_reason: Optional[str] = static_numpy_reason(
+        self.acting.numpy_reason = static_numpy_reason(
             self, acts_its_own_way=type(self).compute_actions is not TorchPolicy.compute_actions)
+
+    @property
+    def exploration(self) -> Exploration:  # type: ignore[override]
+        """The policy's exploration (built from `exploration_config`; acting_state.py)."""
+        return self.acting.exploration
 
     def exploration_space(self) -> Any:
         """The action space the exploration draws from: the policy's (QMIX explores per
@@ -162,9 +138,9 @@ class TorchPolicy(Policy):
     def numpy_actor_reason(self) -> Optional[str]:
         """Why acting can never run on the NumPy snapshot of the model (None: it can, outside
         the exploration's random steps; see numpy_actor.py)."""
-        if self._numpy_reason is None:
+        if self.acting.numpy_reason is None:
             self._numpy_net()  # sets the reason when the model has layers the copy cannot run
-        return self._numpy_reason
+        return self.acting.numpy_reason
 
     @property
     def fast_plan(self) -> FastPathPlan:
@@ -202,17 +178,9 @@ class TorchPolicy(Policy):
     @property
     def optimizers(self) -> Dict[str, Any]:
         """`{name: optimizer}` from `make_optimizers()`, built on first use (with any optimizer
-        state `set_state` received before then)."""
-        if self._optimizers is None:
-            self._optimizers = self.make_optimizers()
-            self.refresh_fast_plan()  # the NumPy learner binds to the optimizers
-            # Parameter lists read once, not per update (see `_step`).
-            self._optimizer_params = {name: optimizer_params(opt) for name, opt in self._optimizers.items()}
-            pending, self._pending_optimizer_state = self._pending_optimizer_state, None
-            if pending is not None:
-                for name, saved in saved_optimizer_states(self, pending).items():
-                    load_optimizer_state(self._optimizers[name], saved)
-        return self._optimizers
+        state `set_state` received before then): a worker that only acts (remote sampling,
+        evaluation, `rlfleet evaluate`) never builds one."""
+        return self.learning.optimizers
 
     def optimizers_to_step(self) -> List[str]:
         """The optimizers the next update steps (default: all of them); e.g. TD3 steps its
@@ -248,24 +216,7 @@ class TorchPolicy(Policy):
             # Same distribution as the torch path, a fraction of the dispatch cost (see
             # rlfleet/fast/inference.py).
             return compute_actions_numpy(self, obs_np, explore, timestep)
-        input_dict, state = model_inputs(self, obs_np, state_batches, prev_action_batch, prev_reward_batch)
-        with torch.inference_mode():
-            if self._acting_forward is None:
-                dist_inputs, state_out = self.model(input_dict, state, None)
-            else:
-                dist_inputs, state_out = self._acting_forward(self.model, input_dict, state, explore, timestep)
-            if self.device.type != "cpu":  # sample on the CPU, with the policy's own generator
-                dist_inputs, state_out = dist_inputs.cpu(), [s.cpu() for s in state_out]
-            dist = self.dist_class(dist_inputs, self.model)
-            actions, logp = self.exploration.get_exploration_action(dist, explore, timestep, self.generator)
-            extra = {
-                SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
-                SampleBatch.ACTION_LOGP: logp.numpy(),
-                SampleBatch.ACTION_PROB: torch.exp(logp).numpy(),
-            }
-            if self.records_values:
-                extra[SampleBatch.VF_PREDS] = self.model.value_function().cpu().numpy()
-        return actions.numpy(), [s.numpy() for s in state_out], extra
+        return act_torch(self, obs_np, state_batches, prev_action_batch, prev_reward_batch, explore, timestep)
 
     def actor(self, explore: Optional[bool], timestep: int, *, steps: Optional[int] = None,
               num_envs: Optional[int] = None, defer: bool = True) -> Actor:
@@ -273,24 +224,13 @@ class TorchPolicy(Policy):
         torch actor (see `Policy.actor`)."""
         if defer and numpy_actor_unavailable(self, timestep) is None:
             explore = self.config.get("explore", True) if explore is None else explore
-            return NumpyActor(self, self._fast, explore, timestep, steps, num_envs)  # `_fast`: just checked
+            return NumpyActor(self, self.acting.net, explore, timestep, steps, num_envs)  # `net`: just checked
         return TorchActor(self, explore, timestep)
 
     def _numpy_net(self) -> Optional[NumpyMLPInference]:
-        """The NumPy snapshot of the model, rebuilt when a parameter changed in place (its
-        `_version`; the parameter list is cached: walking the modules per step cost more
-        than the forward pass). None when the model has layers it cannot copy."""
-        params = self.__dict__.get("_fast_params")
-        if params is None or params[0] is not self.model:
-            params = self._fast_params = (self.model, list(self.model.parameters()))
-        key = tuple(p._version for p in params[1])
-        if self._fast is None or key != self._fast_key:
-            self._fast = NumpyMLPInference(self.model)
-            self._fast_key = key
-            if not self._fast.ok:
-                self._numpy_reason = "the model has layers the NumPy copy cannot run"
-                return None
-        return self._fast
+        """The NumPy snapshot of the model, up to date with its weights (`ActingState.numpy_net`);
+        None when the model has layers it cannot copy."""
+        return self.acting.numpy_net(self.model)
 
     def compute_values(self, obs: np.ndarray, state_batches: Optional[List[np.ndarray]] = None,
                        prev_action_batch=None, prev_reward_batch=None) -> np.ndarray:
@@ -298,9 +238,9 @@ class TorchPolicy(Policy):
         the state going into them and the previous actions / rewards)."""
         if len(obs) == 0:
             return np.zeros(0, np.float32)
-        if self._numpy_reason is None and not state_batches and self._numpy_net() is not None:
+        if self.acting.numpy_reason is None and not state_batches and self._numpy_net() is not None:
             with single_threaded_blas():  # as the NumPy snapshot acts: see rlfleet/fast/blas.py
-                return self._fast.values(obs_array(obs))
+                return self.acting.net.values(obs_array(obs))
         input_dict, state = model_inputs(self, obs_array(obs), state_batches, prev_action_batch, prev_reward_batch)
         with torch.inference_mode():
             self.model(input_dict, state, None)
@@ -324,27 +264,14 @@ class TorchPolicy(Policy):
         A per-sample `stats["td_error"]` comes back as `learn_on_batch(...)["td_error"]`."""
         raise NotImplementedError  # abstract
 
-    def to_tensors(self, batch: SampleBatch) -> Dict[str, torch.Tensor]:
-        """The loss columns of `batch` as tensors, converted once per train batch.
-
-        For a recurrent model the rows are first cut into padded sequences
-        (`rnn_sequencing.pad_batch_to_sequences`): row columns become `[S, T, ...]`, plus
-        `state_in_k` `[S, ...]`, `seq_lens` `[S]` and `seq_mask` `[S, T]`; `_step`
-        flattens the row columns back to `[S * T, ...]` for the loss.
-        """
+    def to_tensors(self, batch: SampleBatch) -> TensorBatch:
+        """The loss columns of `batch` as tensors, converted once per train batch
+        (tensor_batch.py). For a recurrent model the rows are first cut into padded sequences:
+        the `TensorBatch` names its `[S, T, ...]` row columns, which the learning loop
+        flattens back to `[S * T, ...]` for the loss (`flat_rows`)."""
         columns = list(self.loss_columns) + [c for c in self.view_columns if c not in self.loss_columns]
-        batch = decompress_columns(batch, columns)  # compress_observations: once per train batch
-        missing = [c for c in columns if c not in batch]
-        if missing:
-            raise ValueError(
-                f"{type(self).__name__} needs batch columns {missing}; got {sorted(batch.keys())}"
-            )
-        if self.is_recurrent():
-            padded = pad_batch_to_sequences(batch, self.max_seq_len, columns, self.num_state_tensors())
-            self._seq_row_columns = tuple(columns) + (SEQ_MASK,)
-            return {k: to_device(_tensor(v), self.device) for k, v in padded.items()}
-        # Once per train batch (pinned memory on a GPU), never per minibatch.
-        return {c: to_device(_tensor(batch[c]), self.device) for c in columns}
+        seq_len = self.max_seq_len if self.is_recurrent() else 0
+        return batch_tensors(batch, columns, self.device, type(self).__name__, seq_len, self.num_state_tensors())
 
     def _step(self, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """One gradient update with autograd (`learning_loop.torch_step`)."""
@@ -367,13 +294,12 @@ class TorchPolicy(Policy):
         result = start_result(self, samples)
         return finish_result(self, result, self._step(self.to_tensors(samples)))
 
-    def _learner_stats(self, stats: Dict[str, float]) -> Dict[str, float]:
+    def learner_stats(self, stats: Dict[str, float]) -> Dict[str, float]:
         """Adds the scheduled learning rate (when `lr` drives an optimizer) and the
         exploration's schedule values (epsilon, noise scale) to the loss's stats."""
         if DEFAULT_OPTIMIZER in self.optimizers:
             stats["cur_lr"] = self.cur_lr
-        if hasattr(self.exploration, "get_info"):
-            stats.update(self.exploration.get_info())
+        stats.update(self.exploration.get_info())
         return stats
 
     def multi_epoch_sgd(
@@ -400,7 +326,7 @@ class TorchPolicy(Policy):
         towers = self.towers
         last_pass = sgd_passes(
             self, tensors, n, num_sgd_iter, minibatch_size, shuffle,
-            gather=lambda cols, order: {k: v[torch.from_numpy(order)] for k, v in cols.items()}, step=self._step,
+            gather=lambda cols, order: take_rows(cols, torch.from_numpy(order)), step=self._step,
             minibatch=None if towers is None else lambda idx: towers.minibatch(torch.from_numpy(idx)))
         stats = {k: float(torch.stack([s[k] for s in last_pass]).float().mean()) for k in last_pass[0]}
         return finish_result(self, result, stats)
@@ -410,7 +336,7 @@ class TorchPolicy(Policy):
         lr = self.lr_schedule(self.global_timestep)
         if lr != self.cur_lr:
             self.cur_lr = lr
-            scheduled = (self._optimizers or {}).get(DEFAULT_OPTIMIZER)  # one built later starts at cur_lr
+            scheduled = (self.learning.built or {}).get(DEFAULT_OPTIMIZER)  # one built later starts at cur_lr
             for group in scheduled.param_groups if scheduled is not None else []:
                 group["lr"] = lr
 
@@ -419,20 +345,14 @@ class TorchPolicy(Policy):
         """The model's state_dict, plus the weights of an exploration that has its own
         networks (Curiosity's ICM), prefixed `exploration.`: every worker postprocesses with them."""
         weights = {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
-        exploration_weights = getattr(self.exploration, "get_weights", None)
-        if exploration_weights is not None:
-            weights.update({EXPLORATION_WEIGHTS + k: v for k, v in exploration_weights().items()})
+        weights.update(self.acting.exploration_weights())
         return weights
 
     def set_weights(self, weights: Dict[str, np.ndarray]) -> None:
         """Loads the model's weights and, where both sides have them, the exploration's:
         an evaluation policy with another exploration ignores the ICM's, and weights of the
         model alone (an imported model) leave the exploration's networks as they are."""
-        exploration = {k[len(EXPLORATION_WEIGHTS):]: v for k, v in weights.items() if k.startswith(EXPLORATION_WEIGHTS)}
-        if exploration:
-            weights = {k: v for k, v in weights.items() if not k.startswith(EXPLORATION_WEIGHTS)}
-            if hasattr(self.exploration, "set_weights"):
-                self.exploration.set_weights(exploration)
+        weights = self.acting.load_exploration_weights(weights)
         own = self.model.state_dict()
         unknown = sorted(set(weights) - set(own))
         missing = sorted(set(own) - set(weights))
@@ -454,7 +374,7 @@ class TorchPolicy(Policy):
         state = super().get_state()
         state["num_grad_updates"] = int(self.num_grad_updates)
         state["exploration"] = self.exploration.get_state()
-        state["optimizers"] = {name: optimizer_state(opt) for name, opt in self.optimizers.items()}
+        state["optimizers"] = self.learning.state()
         state["rng"] = rng_state(self)
         return state
 
@@ -464,13 +384,8 @@ class TorchPolicy(Policy):
         self.num_grad_updates = int(state.get("num_grad_updates", state.get("num_critic_updates", 0)))
         if "exploration" in state:
             self.exploration.set_state(state["exploration"])
-        saved_optimizers = {k: v for k, v in state.items() if k == "optimizers" or k.endswith("optimizer")}
-        if self._optimizers is None:
-            # Not built yet (a worker that may only act): applied when they are.
-            self._pending_optimizer_state = saved_optimizers or None
-        else:
-            for name, saved in saved_optimizer_states(self, saved_optimizers).items():
-                load_optimizer_state(self._optimizers[name], saved)
+        # Not built yet (a worker that may only act): applied when they are.
+        self.learning.load({k: v for k, v in state.items() if k == "optimizers" or k.endswith("optimizer")})
         if "rng" in state:
             set_rng_state(self, state["rng"])
         self.on_global_var_update({"timestep": self.global_timestep})
@@ -500,10 +415,3 @@ class TorchPolicy(Policy):
             f"import_model_from_h5({import_file!r}): rlfleet has no Keras, so .h5 files cannot be imported; "
             "export weights with export_checkpoint(dir) and load them with import_model(path)")
 
-
-def _tensor(column: Any) -> torch.Tensor:
-    """A column as a tensor, sharing its memory; read-only arrays (batches that came through
-    Ray's object store) are copied first: torch cannot wrap them without a warning."""
-    if isinstance(column, np.ndarray) and not column.flags.writeable:
-        column = column.copy()
-    return torch.as_tensor(column)

@@ -27,8 +27,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from rlfleet.policy.learning_loop import losses_by_optimizer
+from rlfleet.policy.learning_loop import backward_each, losses_by_optimizer
 from rlfleet.policy.rnn_sequencing import SEQ_MASK
+from rlfleet.policy.tensor_batch import TensorBatch, flat_rows, to_device
 
 Tensors = Dict[str, torch.Tensor]
 
@@ -71,19 +72,9 @@ def learner_devices(config: dict) -> List[torch.device]:
     return [torch.device("cuda", i) for i in range(count)]
 
 
-def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """`tensor` on `device`; a CPU tensor bound for a GPU goes through pinned memory
-    (asynchronous copy). A no-op on the same device."""
-    if tensor.device == device:
-        return tensor
-    if device.type == "cuda" and tensor.device.type == "cpu":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
-
-
 class ShardedBatch(list):
-    """A minibatch already split across the towers: one `Tensors` per tower, each on its
-    tower's device (what `Towers.minibatch` returns; `TorchPolicy._step` takes it as is)."""
+    """A minibatch already split across the towers: one `TensorBatch` per tower, each on its
+    tower's device (what `Towers.minibatch` returns; `learning_loop.torch_step` takes it as is)."""
 
 
 class Towers:
@@ -110,7 +101,7 @@ class Towers:
         # (main tensor, copy tensor) for every parameter and buffer, to re-sync the copies.
         main_state = list(model.state_dict(keep_vars=True).values())
         self._pairs = [list(zip(main_state, m.state_dict(keep_vars=True).values())) for m in copies]
-        self._loaded: Optional[List[Tensors]] = None
+        self._loaded: Optional[List[TensorBatch]] = None
 
     def __len__(self) -> int:
         return len(self.models)
@@ -119,7 +110,8 @@ class Towers:
     def load(self, tensors: Tensors) -> None:
         """Puts the train batch on every tower's device, once per train batch (the first
         tower's device already holds it; fake towers share the same tensors)."""
-        self._loaded = [tensors] + [{k: to_device(v, d) for k, v in tensors.items()} for d in self.devices[1:]]
+        batch = _as_batch(tensors)
+        self._loaded = [batch] + [batch.to(d) for d in self.devices[1:]]
 
     def minibatch(self, idx: torch.Tensor) -> ShardedBatch:
         """Rows (or sequences) `idx` of the loaded train batch, split into one contiguous
@@ -128,15 +120,15 @@ class Towers:
             raise RuntimeError("Towers.minibatch before Towers.load")
         out = ShardedBatch()
         for part, tensors, device in zip(torch.tensor_split(idx, len(self.models)), self._loaded, self.devices):
-            part = to_device(part, device)
-            out.append({k: v[part] for k, v in tensors.items()})
+            out.append(tensors.take(to_device(part, device)))
         return out
 
     def split(self, tensors: Tensors) -> ShardedBatch:
         """A minibatch on the first device split into per-tower shards (moved to each device)."""
         n = len(next(iter(tensors.values())))
         parts = torch.tensor_split(torch.arange(n), len(self.models))
-        return ShardedBatch({k: to_device(v[p], d) for k, v in tensors.items()} for p, d in zip(parts, self.devices))
+        batch = _as_batch(tensors)
+        return ShardedBatch(batch.take(p).to(d) for p, d in zip(parts, self.devices))
 
     # --- gradients ---------------------------------------------------------------------
     def sync(self) -> None:
@@ -160,8 +152,8 @@ class Towers:
         shards = minibatch if isinstance(minibatch, ShardedBatch) else self.split(minibatch)
         sizes = [_real_rows(s) for s in shards]
         total = float(sum(sizes)) or 1.0
-        summed = getattr(policy, "loss_reduction", "mean") == "sum"
-        recurrent = policy.is_recurrent()
+        summed = policy.loss_reduction == "sum"
+        params = policy.learning.params
         losses: Dict[str, torch.Tensor] = {}
         stats: Dict[str, Any] = {}
         rows: Dict[str, List[torch.Tensor]] = {}
@@ -169,13 +161,12 @@ class Towers:
         for k, (model, shard, size) in enumerate(zip(self.models, shards, sizes)):
             if size == 0:
                 continue
-            if recurrent:
-                shard = {key: v.reshape(-1, *v.shape[2:]) if key in policy._seq_row_columns else v
-                         for key, v in shard.items()}
             weight = 1.0 if summed else size / total
-            shard_losses, shard_stats = policy.loss(model, policy.dist_class, shard)
+            shard_losses, shard_stats = policy.loss(model, policy.dist_class, flat_rows(shard))
             shard_losses = losses_by_optimizer(policy, shard_losses, names)
-            self._backward({n: shard_losses[n] * weight for n in names}, names, k, policy)
+            # The learning loop's backprop, each optimizer's parameters mapped onto tower k's copies.
+            backward_each({n: shard_losses[n] * weight for n in names}, names,
+                          lambda name, k=k: [self._tower_param(p, k) for p in params[name]])
             for n in names:
                 value = shard_losses[n].detach().to(device0) * weight
                 losses[n] = losses[n] + value if n in losses else value
@@ -190,18 +181,6 @@ class Towers:
             stats[key] = torch.cat(parts)
         self._gather_gradients()
         return losses, stats
-
-    def _backward(self, losses: Dict[str, torch.Tensor], names: List[str], k: int, policy: Any) -> None:
-        """As `TorchPolicy._backward`, with each optimizer's parameters mapped onto tower `k`'s copy."""
-        if len(names) == 1:
-            losses[names[0]].backward()
-            return
-        for i, name in enumerate(names):
-            params = [self._tower_param(p, k) for group in policy.optimizers[name].param_groups
-                      for p in group["params"]]
-            params = [p for p in params if p.requires_grad]
-            if params:
-                torch.autograd.backward(losses[name], inputs=params, retain_graph=i < len(names) - 1)
 
     def _tower_param(self, param: torch.Tensor, k: int) -> torch.Tensor:
         # A parameter outside the model (e.g. a temperature) is shared by every tower: its
@@ -218,6 +197,11 @@ class Towers:
                 grad = to_device(other.grad, main.device)
                 main.grad = grad.clone() if main.grad is None else main.grad.add_(grad)
                 other.grad = None
+
+
+def _as_batch(tensors: Tensors) -> TensorBatch:
+    # A subclass's own `to_tensors` may return a plain dict (laid out as its loss reads it).
+    return tensors if isinstance(tensors, TensorBatch) else TensorBatch(tensors)
 
 
 def _real_rows(shard: Tensors) -> int:

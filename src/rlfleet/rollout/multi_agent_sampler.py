@@ -414,7 +414,7 @@ class MultiAgentSampler:
                 ep._last_info[aid] = infos.get(aid, {})
         for policy in self.worker.policy_map.in_memory_policies():
             # An exploration that acts per episode (ParameterNoise) hears of each start, as the reference's.
-            start = getattr(getattr(policy, "exploration", None), "on_episode_start", None)
+            start = policy.exploration.bound_hook("on_episode_start")
             if start is not None:
                 start()
         if self._hooks["on_episode_start"]:

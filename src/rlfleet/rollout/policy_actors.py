@@ -14,7 +14,7 @@ class PolicyActors:
 
     Args:
         defer: whether actors may defer columns to `finish` (False where user code could
-            read them per step: see `MultiAgentSampler._defer`).
+            read them per step: see where `MultiAgentSampler.__init__` builds these).
     """
 
     def __init__(self, defer: bool):

@@ -129,11 +129,9 @@ def standardized(x: np.ndarray, eps: float = 1e-4) -> np.ndarray:
 def postprocess_for_learning(policy, batch: SampleBatch, other_agent_batches: Optional[dict] = None,
                              episode=None) -> SampleBatch:
     """What every sampler runs on collected trajectories: the exploration's postprocessing
-    first, where it has one (Curiosity adds its intrinsic reward, which advantages and
-    n-step returns must then include), then the policy's `postprocess_trajectory`."""
-    exploration_step = getattr(getattr(policy, "exploration", None), "postprocess_trajectory", None)
-    if exploration_step is not None:
-        batch = exploration_step(policy, batch)
+    first (Curiosity adds its intrinsic reward, which advantages and n-step returns must then
+    include; the others return the batch as it is), then the policy's `postprocess_trajectory`."""
+    batch = policy.exploration.postprocess_trajectory(policy, batch)
     return policy.postprocess_trajectory(batch, other_agent_batches, episode)
 
 

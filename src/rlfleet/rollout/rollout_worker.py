@@ -118,7 +118,7 @@ class RolloutWorker:
 
         self._settings = SamplerSettings.from_config(config, is_atari=self._is_atari, worker_index=worker_index)
         # A policy whose learner reads env infos (the bandits' regret) gets the `infos` column.
-        self._policies_need_infos = any(getattr(p, "needs_infos", False) for p in self.policy_map.values())
+        self._policies_need_infos = any(p.needs_infos for p in self.policy_map.values())
         if self._policies_need_infos:
             self._settings = dataclasses.replace(self._settings, record_infos=True)
         acting = None

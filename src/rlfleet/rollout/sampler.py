@@ -75,7 +75,7 @@ class SingleAgentSampler:
         }
         # An exploration that acts per episode (ParameterNoise re-draws its weight noise) hears of
         # each episode start.
-        self._exploration_episode_start = getattr(getattr(policy, "exploration", None), "on_episode_start", None)
+        self._exploration_episode_start = policy.exploration.bound_hook("on_episode_start")
         # Recurrent policies: per-env state carried from step to step (reset at episode
         # starts), recorded with the previous action / reward as `state_in_k`,
         # `state_out_k`, `prev_actions`, `prev_rewards` on every row (see _act_recurrent).

@@ -217,7 +217,7 @@ class VectorMultiAgentSampler:
             self._seen[g][i] = first.alive[g]
         for policy in self.worker.policy_map.in_memory_policies():
             # An exploration that acts per episode (ParameterNoise) hears of each start.
-            start = getattr(getattr(policy, "exploration", None), "on_episode_start", None)
+            start = policy.exploration.bound_hook("on_episode_start")
             if start is not None:
                 start()
 

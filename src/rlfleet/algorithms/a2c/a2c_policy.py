@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from rlfleet.policy.learning_loop import TorchGradients, clip_guard_and_step, exploration_learns, gnorm_stat
+from rlfleet.policy.tensor_batch import flat_rows
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import DEFAULT_OPTIMIZER, TorchPolicy, model_forward
 from rlfleet.policy.rnn_sequencing import SEQ_MASK
@@ -123,13 +124,10 @@ class A2CTorchPolicy(TorchPolicy):
             for k, v in stats.items():
                 totals[k] = totals.get(k, 0.0) + v
         totals.update(self._clip_and_step(totals))
-        return {"learner_stats": self._learner_stats(totals)}
+        return {"learner_stats": self.learner_stats(totals)}
 
     def _accumulate(self, tensors: Dict[str, torch.Tensor], scale: float) -> Dict[str, float]:
-        if self.is_recurrent():  # as TorchPolicy._step: padded [S, T] rows back to [S * T]
-            tensors = {k: v.reshape(-1, *v.shape[2:]) if k in self._seq_row_columns else v
-                       for k, v in tensors.items()}
-        loss, stats = self.loss(self.model, self.dist_class, tensors)
+        loss, stats = self.loss(self.model, self.dist_class, flat_rows(tensors))  # padded [S, T] rows: [S * T]
         (loss * scale).backward()
         return {k: float(v) for k, v in stats.items()}
 

@@ -57,7 +57,7 @@ class A3CTrainer(Trainer):
     def validate_algorithm_config(self, config: dict) -> None:
         check_gae_needs_critic(config)
         kind = (config.get("exploration_config") or {}).get("type")
-        if kind is not None and hasattr(resolve_exploration_class(kind), "on_learn_on_batch"):
+        if kind is not None and resolve_exploration_class(kind).overrides("on_learn_on_batch"):
             # Its networks learn where the policy learns on batches; A3C's workers send gradients instead.
             raise ValueError(f"exploration_config.type {kind!r} learns from the train batches, which A3C never "
                              "builds (its workers compute gradients); use A2C or PPO")

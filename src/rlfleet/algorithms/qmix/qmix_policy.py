@@ -98,8 +98,6 @@ class QMIXTorchPolicy(TorchPolicy):
         # RLlib 1.x's QMIX configs name the gradient-norm clip `grad_norm_clipping`; the loop reads grad_clip.
         super().__init__(observation_space, action_space, dict(config, grad_clip=config["grad_norm_clipping"]),
                          **kwargs)
-        # Replayed sequences arrive laid out already ([S, T, ...]): nothing for the learning loop to flatten.
-        self._seq_row_columns = ()
 
     def exploration_space(self) -> gym.Space:
         """Epsilon-greedy draws each member's action on its own, from its Discrete space."""

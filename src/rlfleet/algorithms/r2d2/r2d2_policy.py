@@ -89,8 +89,6 @@ class R2D2TorchPolicy(TorchPolicy):
             raise ValueError(f"R2D2 needs a Discrete action space, got {action_space}; use RNNSAC (recurrent SAC) "
                              "or PPO with model.use_lstm for other action spaces")
         super().__init__(observation_space, action_space, config, **kwargs)
-        # Replayed sequences arrive laid out already ([S, T, ...]): nothing for the learning loop to flatten.
-        self._seq_row_columns = ()
 
     def make_model_and_action_dist(self):
         cfg = self.config

@@ -123,8 +123,6 @@ class RNNSACTorchPolicy(SACTorchPolicy):
 
     def __init__(self, observation_space, action_space, config, **kwargs):
         super().__init__(observation_space, action_space, config, **kwargs)
-        # Replayed sequences arrive laid out already ([S, T, ...]): nothing for the learning loop to flatten.
-        self._seq_row_columns = ()
 
     def make_model_and_action_dist(self):
         cfg = self.config
