@@ -1,7 +1,7 @@
 """Ape-X DQN: per-worker epsilons, replay shards (in-process and as Ray actors), worker-side
 priorities, the learner thread's priority updates and target refreshes.
 
-Learning on CartPole runs from tuned_examples/apex (test_learning.py).
+Learning on CartPole runs from tuned_examples/apex (tests/tuned_examples/test_learning.py).
 """
 from __future__ import annotations
 

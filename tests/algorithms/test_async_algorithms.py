@@ -3,7 +3,7 @@
 V-trace against a plain per-trajectory loop; A2C's microbatches against one full batch;
 every algorithm with near-default settings on a continuous env, multi-agent, through a
 checkpoint; IMPALA and A3C on remote workers of a real Ray, with a worker killed mid-run.
-Learning on CartPole runs from tuned_examples/{a2c,a3c,impala,appo} (test_learning.py).
+Learning on CartPole runs from tuned_examples/{a2c,a3c,impala,appo} (tests/tuned_examples/test_learning.py).
 """
 from __future__ import annotations
 

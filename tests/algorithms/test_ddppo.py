@@ -1,6 +1,6 @@
 """DD-PPO (algorithms/ddppo): remote workers that sample and learn, gradients all-reduced
 with torch.distributed (gloo, loopback). Learning to 150 on CartPole is the tuned example
-`tuned_examples/ddppo/cartpole-ddppo.yaml` (run by tests/test_learning.py)."""
+`tuned_examples/ddppo/cartpole-ddppo.yaml` (run by tests/tuned_examples/test_learning.py)."""
 from __future__ import annotations
 
 import numpy as np

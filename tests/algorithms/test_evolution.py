@@ -12,8 +12,8 @@ from rlfleet.algorithms.es import ESTrainer
 from rlfleet.algorithms.evolution import (Collection, FlatMLPActor, RolloutResult, SharedNoiseTable, centered_ranks,
                                           get_flat, make_noise, set_flat, weighted_noise_sum)
 from rlfleet.fault_tolerance import WorkerFailureError
-from tests.helpers import train_until
-from tests.test_algorithm_smoke import ACTION_SPACES, ActionSpaceEnv
+from tests.helpers import REPO_ROOT, train_until
+from tests.algorithm_cases import ACTION_SPACES, ActionSpaceEnv
 
 TINY = {"seed": 0, "noise_size": 100_000, "model": {"fcnet_hiddens": [8]}}
 TINY_ES = {**TINY, "episodes_per_batch": 8, "train_batch_size": 50, "eval_prob": 0.5}
@@ -235,11 +235,9 @@ def test_the_swimmer_case_builds_and_trains_an_iteration(tmp_path, monkeypatch):
     # without MuJoCo.
     pytest.importorskip("mujoco", reason="MuJoCo is not installed (pip install mujoco)")
     monkeypatch.chdir(tmp_path)  # MuJoCo writes its warnings to ./MUJOCO_LOG.TXT
-    from pathlib import Path
-
     from tests.helpers import load_tuned_example
 
-    example = load_tuned_example(Path(__file__).resolve().parents[1] / "benchmarks/zoo_cases/swimmer-ars.yaml")
+    example = load_tuned_example(REPO_ROOT / "benchmarks/zoo_cases/swimmer-ars.yaml")
     trainer = ARSTrainer(dict(example.config, num_workers=0, noise_size=100_000), env=example.env,
                          logdir=str(tmp_path / "run"))
     try:

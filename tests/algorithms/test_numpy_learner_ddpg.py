@@ -9,23 +9,16 @@ import pytest
 from rlfleet.algorithms.ddpg import DDPGTrainer
 from rlfleet.algorithms.ddpg.fused_update import unsupported_reason
 from rlfleet.algorithms.td3 import TD3Trainer
-from rlfleet.config import validate_config
 from rlfleet.policy.sample_batch import SampleBatch
 
 from tests.helpers import needs_mujoco
-from tests.test_fused_sac import _transitions, assert_fused_matches, assert_skips_nonfinite_update, train_side_by_side
+from tests.numpy_learner_helpers import (DDPG_SMALL_NETS, assert_fused_matches, assert_skips_nonfinite_update,
+                                          ddpg_policy as _policy, train_side_by_side, transitions as _transitions)
 
 SB = SampleBatch
 
 
-def _policy(trainer_cls, env, **config):
-    cfg = trainer_cls.merge_trainer_configs(trainer_cls._default_config, {"seed": 7, **config})
-    validate_config(cfg)
-    cfg["worker_index"] = 0
-    return trainer_cls._policy_class(env.observation_space, env.action_space, cfg)
-
-
-SMALL = {"actor_hiddens": [32, 24], "critic_hiddens": [32, 24]}
+SMALL = DDPG_SMALL_NETS
 CASES = {
     "td3-pendulum": (TD3Trainer, "Pendulum-v1", {**SMALL, "grad_clip": 5.0}),
     "ddpg-pendulum-huber-tanh": (DDPGTrainer, "Pendulum-v1", {

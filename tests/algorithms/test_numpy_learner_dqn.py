@@ -6,18 +6,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlfleet.algorithms.dqn import DQNTrainer
 from rlfleet.algorithms.dqn.fused_update import unsupported_reason
-from rlfleet.config import validate_config
 
-from tests.test_fused_sac import _transitions, assert_fused_matches, assert_skips_nonfinite_update, train_side_by_side
-
-
-def _policy(env, **config):
-    cfg = DQNTrainer.merge_trainer_configs(DQNTrainer._default_config, {"seed": 4, **config})
-    validate_config(cfg)
-    cfg["worker_index"] = 0
-    return DQNTrainer._policy_class(env.observation_space, env.action_space, cfg)
+from tests.numpy_learner_helpers import (assert_fused_matches, assert_skips_nonfinite_update, dqn_policy as _policy,
+                                          train_side_by_side, transitions as _transitions)
 
 
 CASES = {

@@ -8,56 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from rlfleet.algorithms.sac import SACTrainer
 from rlfleet.algorithms.sac.fused_update import unsupported_reason
-from rlfleet.config import validate_config
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 
-from tests.helpers import assert_same_learner_state, needs_mujoco
+from tests.helpers import needs_mujoco
+from tests.numpy_learner_helpers import (assert_fused_matches, assert_skips_nonfinite_update, sac_policy as _policy,
+                                          train_side_by_side, transitions as _transitions)
 
 SB = SampleBatch
-
-
-def _policy(obs_space, act_space, **config):
-    cfg = SACTrainer.merge_trainer_configs(SACTrainer._default_config, {"seed": 5, **config})
-    validate_config(cfg)
-    cfg["worker_index"] = 0
-    return SACTrainer._policy_class(obs_space, act_space, cfg)
-
-
-def _transitions(env_id: str, n: int, seed: int = 0) -> SampleBatch:
-    """`n` real transitions of `env_id` under uniformly random actions."""
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    cols = {k: [] for k in (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.NEXT_OBS, SB.TERMINATEDS)}
-    for _ in range(n):
-        action = env.action_space.sample()
-        next_obs, reward, terminated, truncated, _ = env.step(action)
-        for k, v in zip(cols, (obs, action, reward, next_obs, terminated)):
-            cols[k].append(v)
-        obs = env.reset()[0] if terminated or truncated else next_obs
-    batch = SampleBatch({k: np.asarray(v) for k, v in cols.items()})
-    batch[SB.REWARDS] = batch[SB.REWARDS].astype(np.float32)
-    batch[N_STEPS] = np.ones(n, np.int64)
-    batch[PRIO_WEIGHTS] = np.random.default_rng(seed).uniform(0.5, 1.0, n).astype(np.float32)
-    return batch
-
-
-def train_side_by_side(fused, plain, data: SampleBatch, updates: int, seed: int, after=None):
-    """`updates` calls of `learn_on_batch` on both policies with the same 64-row batches of
-    `data` and the same torch generator state; returns the last two results."""
-    rng = np.random.default_rng(seed)
-    for _ in range(updates):
-        rows = rng.choice(len(data), 64, replace=False)
-        batch = SampleBatch({k: v[rows] for k, v in data.items()})
-        plain.generator.set_state(fused.generator.get_state())
-        out_f = fused.learn_on_batch(batch.copy())
-        out_p = plain.learn_on_batch(batch.copy())
-        if after is not None:
-            after()
-    return out_f, out_p
 
 
 CASES = {
@@ -87,33 +45,10 @@ def test_fused_sac_matches_torch(case):
     assert_fused_matches(fused, plain, out_f, out_p, updates=30)
 
 
-def assert_fused_matches(fused, plain, out_f, out_p, updates: int) -> None:
-    """Each took its own path, and both hold the same weights and optimizer states and
-    reported the same stats and TD errors after `updates` updates."""
-    assert fused._fused is not None and plain._fused is None
-    np.testing.assert_allclose(out_f["td_error"], out_p["td_error"], rtol=1e-3, atol=1e-4)
-    assert_same_learner_state(fused, plain, out_f["learner_stats"], out_p["learner_stats"],
-                              weight_tol=(1e-4, 1e-5), moment_rtol=2e-3, stats_rel=1e-3)
-    assert fused.num_grad_updates == plain.num_grad_updates == updates
-
-
 def test_fused_sac_skips_nonfinite_updates():
     env = gym.make("Pendulum-v1")
     policy = _policy(env.observation_space, env.action_space, max_nonfinite_updates=10)
     assert_skips_nonfinite_update(policy, np.nan)
-
-
-def assert_skips_nonfinite_update(policy, bad_reward: float, env_id: str = "Pendulum-v1") -> None:
-    """One update on `env_id` transitions with a `bad_reward` among them is skipped (the
-    weights stay, the skip is counted) and reports finite TD errors (replay priorities)."""
-    batch = _transitions(env_id, 64)
-    batch[SB.REWARDS][3] = bad_reward
-    before = policy.get_weights()
-    out = policy.learn_on_batch(batch)
-    assert policy._fused is not None
-    assert out["num_nonfinite_updates"] == 1 and np.isfinite(out["td_error"]).all()
-    for k, v in policy.get_weights().items():
-        np.testing.assert_array_equal(v, before[k])
 
 
 def test_other_sac_settings_keep_the_torch_path():

@@ -21,6 +21,7 @@ from rlfleet.config import merge_configs, validate_config
 from rlfleet.models.distributions import SquashedGaussian
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS, PrioritizedReplayBuffer, ReplayBuffer
+from tests.off_policy_helpers import SMOKE, TINY_DQN
 
 SB = SampleBatch
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -388,10 +389,6 @@ def test_policy_state_round_trip_keeps_every_optimizer(algo):
 
 
 # --- the replay loop ----------------------------------------------------------------------------------
-TINY_DQN = dict(seed=0, model={"fcnet_hiddens": [16]}, hiddens=[16], log_sys_usage=False, min_iter_time_s=0,
-                timesteps_per_iteration=0)
-
-
 def test_target_network_update_cadence(tmp_path):
     trainer = DQNTrainer(env="CartPole-v1", logdir=str(tmp_path), config=dict(
         TINY_DQN, learning_starts=0, rollout_fragment_length=10, target_network_update_freq=50, train_batch_size=8))
@@ -496,25 +493,6 @@ def test_registry_and_defaults():
 
 
 # --- smoke runs ---------------------------------------------------------------------------------------
-SMOKE = [
-    ("DQN", "CartPole-v1", dict(TINY_DQN, learning_starts=64, n_step=3, num_atoms=11, noisy=True,
-                                timesteps_per_iteration=200)),
-    ("SimpleQ", "CartPole-v1", dict(TINY_DQN, learning_starts=64, timesteps_per_iteration=200)),
-    ("SAC", "Pendulum-v1", dict(seed=0, Q_model={"fcnet_hiddens": [16]}, policy_model={"fcnet_hiddens": [16]},
-                                learning_starts=64, train_batch_size=32, timesteps_per_iteration=200,
-                                min_iter_time_s=0, log_sys_usage=False, n_step=2, prioritized_replay=True)),
-    ("SAC", "CartPole-v1", dict(seed=0, Q_model={"fcnet_hiddens": [16]}, policy_model={"fcnet_hiddens": [16]},
-                                learning_starts=64, train_batch_size=32, timesteps_per_iteration=200,
-                                min_iter_time_s=0, log_sys_usage=False)),
-    ("DDPG", "Pendulum-v1", dict(seed=0, actor_hiddens=[16], critic_hiddens=[16], learning_starts=64,
-                                 train_batch_size=32, timesteps_per_iteration=200, min_iter_time_s=0,
-                                 log_sys_usage=False, exploration_config={"random_timesteps": 100})),
-    ("TD3", "Pendulum-v1", dict(seed=0, actor_hiddens=[16], critic_hiddens=[16], learning_starts=64,
-                                train_batch_size=32, timesteps_per_iteration=200, min_iter_time_s=0,
-                                log_sys_usage=False, exploration_config={"random_timesteps": 100})),
-]
-
-
 @pytest.mark.parametrize("algo,env,config", SMOKE, ids=[f"{a}-{e}" for a, e, _ in SMOKE])
 def test_smoke_run_finite_losses_and_greedy_actions(algo, env, config, tmp_path):
     trainer = get_trainer_class(algo)(env=env, config=config, logdir=str(tmp_path))

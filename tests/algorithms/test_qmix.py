@@ -20,7 +20,7 @@ from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.replay.sequences import replay_sequences
 from tests.helpers import load_tuned_example, train_until
-from tests.test_r2d2 import assert_resumes_bit_identically
+from tests.off_policy_helpers import assert_resumes_bit_identically
 
 SB = SampleBatch
 TINY = {"seed": 0, "learning_starts": 20, "train_batch_size": 8, "timesteps_per_iteration": 40, "min_iter_time_s": 0,

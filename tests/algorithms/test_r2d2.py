@@ -16,6 +16,7 @@ from rlfleet.registry import get_trainer_class
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.replay.sequences import SEQ_LOSS_START, replay_sequences
 from tests.helpers import load_tuned_example, train_until
+from tests.off_policy_helpers import assert_resumes_bit_identically
 
 SB = SampleBatch
 OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -164,27 +165,6 @@ def test_prioritized_sequences_and_the_fast_path_report(tmp_path):
     assert trained_rows == result["timesteps_total"]  # every sampled step is trained in one sequence
     assert len(np.unique(buffer.priorities())) > 2  # priorities came back per sequence
     trainer.stop()
-
-
-def assert_resumes_bit_identically(trainer_class, env, config, tmp_path) -> dict:
-    """Trains, saves, restores into a second trainer (other seed) and the first: the replay
-    buffers match and both then train to bit-identical weights. Returns the first result."""
-    a = trainer_class(env=env, config=config, logdir=str(tmp_path / "a"))
-    result = a.train()
-    path = a.save()
-    b = trainer_class(env=env, config=dict(config, seed=5), logdir=str(tmp_path / "b"))
-    b.restore(path)
-    for key, value in a.local_replay_buffer.get_state().items():
-        np.testing.assert_array_equal(value, b.local_replay_buffer.get_state()[key], err_msg=key)
-    a.restore(path)
-    for _ in range(2):
-        a.train()
-        b.train()
-    wa, wb = a.get_weights()["default_policy"], b.get_weights()["default_policy"]
-    assert all(wa[k].tobytes() == wb[k].tobytes() for k in wa)
-    a.stop()
-    b.stop()
-    return result
 
 
 def test_checkpoint_keeps_buffer_and_state_and_resumes_bit_identically(tmp_path):

@@ -13,7 +13,7 @@ from rlfleet.env.examples import StatelessPendulum
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import N_STEPS, PRIO_WEIGHTS
 from rlfleet.replay.sequences import SEQ_LOSS_START, replay_sequences
-from tests.test_r2d2 import assert_resumes_bit_identically
+from tests.off_policy_helpers import assert_resumes_bit_identically
 
 SB = SampleBatch
 OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -137,6 +137,6 @@ TINY = {"seed": 0, "model": {"max_seq_len": 5}, "policy_model": {"fcnet_hiddens"
 
 
 def test_checkpoint_resumes_bit_identically(tmp_path):
-    # Box actions (Discrete ones take the same path: tests/test_algorithm_smoke.py trains both).
+    # Box actions (Discrete ones take the same path: tests/algorithms/test_algorithm_smoke.py trains both).
     result = assert_resumes_bit_identically(RNNSACTrainer, StatelessPendulum, TINY, tmp_path)
     assert result["info"]["learner"]["default_policy"]["fast_path_reason"] == "RNNSACTorchPolicy has no NumPy learner"

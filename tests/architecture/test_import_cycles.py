@@ -14,7 +14,9 @@ import ast
 from pathlib import Path
 from typing import Dict, Iterable, List, Set
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from tests.helpers import REPO_ROOT
+
+SRC = REPO_ROOT / "src"
 PACKAGE = SRC / "rlfleet"
 
 def module_name(path: Path, root: Path) -> str:

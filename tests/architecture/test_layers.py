@@ -21,7 +21,9 @@ import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from tests.helpers import REPO_ROOT
+
+SRC = REPO_ROOT / "src"
 PACKAGE = SRC / "rlfleet"
 
 # The first matching prefix decides a module's layer.

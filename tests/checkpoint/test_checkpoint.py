@@ -24,8 +24,10 @@ from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.checkpoint import CheckpointError, list_checkpoints, read_checkpoint
 from rlfleet.trainer import Trainer
+from tests.helpers import REPO_ROOT
+from tests.off_policy_helpers import SMOKE
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(REPO_ROOT)
 PID = "default_policy"
 
 SMALL = {
@@ -129,7 +131,7 @@ def test_from_checkpoint_rebuilds_the_trainer(tmp_path):
     assert os.path.dirname(path) == a.logdir
     manifest = json.load(open(os.path.join(path, "manifest.json")))
     assert manifest["algorithm"] == "PPO" and manifest["iteration"] == 1
-    assert manifest["config"]["callbacks"] == {"__callable__": "tests.test_checkpoint:RecordingCallbacks"}
+    assert manifest["config"]["callbacks"] == {"__callable__": "tests.checkpoint.test_checkpoint:RecordingCallbacks"}
     b = Trainer.from_checkpoint(path, logdir=str(tmp_path / "b"))
     assert type(b) is PPOTrainer and b.iteration == 1 and b.config["model"]["fcnet_hiddens"] == [16, 16]
     assert isinstance(b.callbacks, RecordingCallbacks)
@@ -213,8 +215,6 @@ def test_multi_agent_round_trip(tmp_path):
 
 
 def _off_policy_cases():
-    from tests.test_offpolicy import SMOKE
-
     # Their smoke configs, shorter; SAC once (its CartPole variant costs more, same state).
     return [(a, e, dict(c, timesteps_per_iteration=100, learning_starts=32)) for a, e, c in SMOKE
             if (a, e) != ("SAC", "CartPole-v1")]

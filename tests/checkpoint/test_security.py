@@ -24,8 +24,9 @@ from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.checkpoint import CheckpointError
 from rlfleet.trainer import Trainer
 from rlfleet.utils.json_codec import ImportTrust
+from tests.helpers import REPO_ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(REPO_ROOT)
 PLANTED = ("evil_mod", "rlfleet_evil")
 
 _EVIL = '''
@@ -142,7 +143,7 @@ def test_untrusted_names_are_never_imported(planted, tmp_path, key, value, shown
 
 def test_every_untrusted_name_is_listed_before_any_import(planted, tmp_path):
     path, marker = planted
-    _forge(path, callbacks={"__callable__": "tests.test_checkpoint_security:OwnCallbacks"},
+    _forge(path, callbacks={"__callable__": "tests.checkpoint.test_security:OwnCallbacks"},
            env={"__callable__": "evil_mod:EvilEnv"},
            **{"exploration_config.type": "rlfleet_evil.Explore"})
     with pytest.raises(CheckpointError) as info:
@@ -187,7 +188,7 @@ def test_config_overrides_need_no_import_and_own_modules_are_trusted(planted, tm
     assert isinstance(b.callbacks, OwnCallbacks) and _ran(marker) == ""
     b.stop()
     # A class of the user's own code, already imported, is trusted by name.
-    _forge(path, callbacks={"__callable__": "tests.test_checkpoint_security:OwnCallbacks"}, env="CartPole-v1")
+    _forge(path, callbacks={"__callable__": "tests.checkpoint.test_security:OwnCallbacks"}, env="CartPole-v1")
     c = Trainer.from_checkpoint(path, logdir=str(tmp_path / "c"))
     assert isinstance(c.callbacks, OwnCallbacks)
     c.stop()

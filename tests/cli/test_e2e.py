@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO_ROOT
+
+REPO = REPO_ROOT
 
 
 def _rlfleet(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
+from tests.helpers import REPO_ROOT
+
 pytest.importorskip("moviepy")
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+SRC = str(REPO_ROOT / "src")
 
 
 @pytest.fixture(scope="module")

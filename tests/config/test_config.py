@@ -13,8 +13,9 @@ from rlfleet.config.nested_keys import FREE_DICTS
 from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.policy.policy_spec import PolicySpec
 from rlfleet.utils.deep_update import deep_update, merge_dicts
+from tests.helpers import REPO_ROOT
 
-SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec" / "000_faaa46d5ed94d82f.txt"
+SPEC = REPO_ROOT.parent / "shared" / "spec" / "000_faaa46d5ed94d82f.txt"
 
 # The reference's COMMON_CONFIG top-level keys, deprecated ones excluded.
 REFERENCE_TOP_LEVEL_KEYS = [

@@ -142,7 +142,7 @@ _NOT_BUILT = {"num_workers", "evaluation_num_workers", "remote_worker_envs", "nu
               # env_config (env/registry.py); see the report of issue 17.
               "env_config"}
 # Algorithms that learn on remote workers only (no trainer with num_workers 0): validation
-# above draws their keys; tests/test_ddppo.py builds them with Ray.
+# above draws their keys; tests/algorithms/test_ddppo.py builds them with Ray.
 _REMOTE_ONLY = {"DDPPO"}
 _SIZE_KEYS = re.compile(r"hiddens|cell_size|dim$|num_atoms|num_envs|_units|_heads|memory_|noise_size")
 

@@ -17,8 +17,9 @@ from rlfleet.config import config_reference
 from tests.docs_examples import (TINY_STOP, Block, budget_train, check_rlfleet_command, find_blocks, python_blocks,
                                  rlfleet_command_lines, run_blocks, run_shell_blocks, shell_blocks, shell_workdir,
                                  tiny_argv)
+from tests.helpers import REPO_ROOT
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "config.md"
+DOC = REPO_ROOT / "docs" / "config.md"
 
 
 def test_config_reference_is_current():

@@ -17,87 +17,7 @@ from rlfleet.env import EnvCheckError, EnvError
 from rlfleet.env.checks import BOX_TOLERANCE, ObsBatchCheck, observation_problem, reward_problem
 from rlfleet.env.multi_agent_env import make_multi_agent
 from rlfleet.trainer import WorkerFailureError
-from tests.envs import make_worker
-
-BOX3 = spaces.Box(-1.0, 1.0, (3,), np.float32)
-
-
-class FaultyEnv(gym.Env):
-    """Box(3,) observations in [-1, 1], episodes of `episode_len` (5) steps, reward 1.
-
-    The sub-env with `vector_index == bad_index` (0) misbehaves at step `at` (3; 0: its
-    reset) of its `episode`-th episode (1): `fault` is "shape", "nan_obs", "inf_obs",
-    "bounds", "near_bounds" (outside by less than the tolerance), "dtype", "nan_reward",
-    "inf_reward", "raise", "old_api". With `marker` (a file path), it misbehaves instead
-    at step `at` of any episode while that file exists, and consumes it (exactly once
-    over all processes).
-    """
-
-    def __init__(self, config=None):
-        config = config if config is not None else {}
-        self.fault = config.get("fault")
-        self.at = int(config.get("at", 3))
-        self.episode = int(config.get("episode", 1))
-        self.marker = config.get("marker")
-        self.bad = (getattr(config, "vector_index", 0) == int(config.get("bad_index", 0))
-                    and getattr(config, "worker_index", 0) >= int(config.get("min_worker", 0)))
-        self.episode_len = int(config.get("episode_len", 5))
-        self.observation_space = BOX3
-        self.action_space = spaces.Discrete(2)
-        self._episodes = 0
-        self._t = 0
-
-    def _now(self) -> bool:
-        if not self.bad or self._t != self.at:
-            return False
-        if self.marker is None:
-            return self._episodes == self.episode
-        try:
-            os.rename(self.marker, f"{self.marker}.{os.getpid()}")  # atomic: one process wins
-        except FileNotFoundError:
-            return False
-        return True
-
-    def _misbehave(self, obs, reward):
-        fault = self.fault
-        if fault == "raise":
-            raise ZeroDivisionError("boom")
-        if fault == "shape":
-            obs = np.zeros(5, np.float32)
-        elif fault == "nan_obs":
-            obs[1] = np.nan
-        elif fault == "inf_obs":
-            obs[1] = -np.inf
-        elif fault == "bounds":
-            obs[2] = 1.5
-        elif fault == "near_bounds":
-            obs[2] = 1.0 + BOX_TOLERANCE / 10
-        elif fault == "dtype":
-            obs = obs.astype(np.complex64)
-        elif fault == "nan_reward":
-            reward = float("nan")
-        elif fault == "inf_reward":
-            reward = float("inf")
-        return obs, reward
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self._episodes += 1
-        self._t = 0
-        obs = np.full(3, 0.5, np.float32)
-        if self._now():
-            obs, _ = self._misbehave(obs, 0.0)
-        return obs, {}
-
-    def step(self, action):
-        self._t += 1
-        obs, reward = np.full(3, 0.5, np.float32), 1.0
-        if self._now():
-            if self.fault == "old_api":
-                return obs, reward, False, {}
-            obs, reward = self._misbehave(obs, reward)
-        return obs, reward, self._t >= self.episode_len, False, {}
-
+from tests.envs import BOX3, FaultyEnv, make_worker
 
 def faulty_worker(fault, num_envs=3, bad_index=1, **config):
     env_config = {"fault": fault, "bad_index": bad_index}
@@ -298,7 +218,7 @@ def test_disable_env_checking_skips_the_per_step_checks_after_the_first_episode(
     with pytest.raises(EnvCheckError, match="episode 2, step 3: reward is nan"):
         faulty_worker("nan_reward", num_envs=1, bad_index=0, env_config={"episode": 2}).sample()
     # ... and passed through with disable_env_checking (the learner's NaN guard is the
-    # next line of defence; see test_nan_guard.py).
+    # next line of defence; see tests/policy/test_nan_guard.py).
     worker = faulty_worker("nan_reward", num_envs=1, bad_index=0, env_config={"episode": 2},
                            disable_env_checking=True)
     batch = worker.sample()

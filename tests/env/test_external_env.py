@@ -1,9 +1,9 @@
 """ExternalEnv / ExternalMultiAgentEnv: envs whose own thread runs the episodes (env/external_env.py),
 served by ExternalEnvSampler (rollout/external_sampler.py).
 
-The PPO learning regression is tuned_examples/ppo/cartpole-ppo-external.yaml (tests/test_learning.py
+The PPO learning regression is tuned_examples/ppo/cartpole-ppo-external.yaml (tests/tuned_examples/test_learning.py
 runs it); here: DQN learning with half of its episodes logged by a random controller, two agents,
-and the checks every call makes. Remote workers with external envs: tests/test_policy_client.py
+and the checks every call makes. Remote workers with external envs: tests/serving/test_policy_client.py
 (each remote worker's policy server runs one).
 """
 from __future__ import annotations

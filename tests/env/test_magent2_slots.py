@@ -7,7 +7,7 @@ import pytest
 
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
-from tests.test_vector_multi_agent import make_worker
+from tests.multi_agent_helpers import shared_ppo_worker as make_worker
 
 battle_v4 = pytest.importorskip("magent2.environments.battle_v4")
 

@@ -8,8 +8,6 @@ measured by benchmarks/minatar_bench.py and benchmarks/mujoco_bench.py, not here
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -21,10 +19,10 @@ from rlfleet.models.catalog import ModelCatalog
 from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.models.visionnet import VisionNetwork
 from rlfleet.registry import get_trainer_class
-from tests.helpers import load_tuned_example
+from tests.helpers import REPO_ROOT, load_tuned_example
 
 # Too long to learn in CI, so they live with the other long cases in benchmarks/zoo_cases/.
-ZOO_CASES = Path(__file__).resolve().parent.parent / "benchmarks" / "zoo_cases"
+ZOO_CASES = REPO_ROOT / "benchmarks" / "zoo_cases"
 MINATAR_EXAMPLES = ["minatar-breakout-dqn.yaml", "minatar-space-invaders-dqn.yaml",
                     "minatar-breakout-ppo.yaml", "minatar-space-invaders-ppo.yaml"]
 MUJOCO_EXAMPLES = ["halfcheetah-sac.yaml", "hopper-sac.yaml", "halfcheetah-td3.yaml", "hopper-td3.yaml"]

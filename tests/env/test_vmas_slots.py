@@ -8,7 +8,7 @@ import pytest
 from rlfleet.env.vector_multi_agent_env import VectorMultiAgentEnv
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
-from tests.test_vector_multi_agent import make_worker
+from tests.multi_agent_helpers import shared_ppo_worker as make_worker
 
 vmas = pytest.importorskip("vmas", reason="vmas is not installed (pip install vmas; it is not an rlfleet extra)")
 

@@ -13,9 +13,8 @@ from rlfleet.algorithms.dqn import DQNTrainer
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.algorithms.sac import SACTrainer
 from rlfleet.algorithms.td3 import TD3Trainer
-from rlfleet.config import validate_config
 from rlfleet.policy.sample_batch import SampleBatch as SB
-from tests.test_fused_sac import _transitions
+from tests.numpy_learner_helpers import learner_policy, transitions as _transitions
 
 TRAINERS = {"PPO": PPOTrainer, "SAC": SACTrainer, "TD3": TD3Trainer, "DQN": DQNTrainer}
 SUPPORTED_ACTIVATIONS = ("tanh", "relu")
@@ -24,11 +23,7 @@ activation = st.sampled_from(SUPPORTED_ACTIVATIONS + ("swish",))
 
 
 def _policy(algorithm: str, env, **config):
-    cls = TRAINERS[algorithm]
-    cfg = cls.merge_trainer_configs(cls._default_config, {"seed": 11, **config})
-    validate_config(cfg)
-    cfg["worker_index"] = 0
-    return cls._policy_class(env.observation_space, env.action_space, cfg)
+    return learner_policy(TRAINERS[algorithm], env.observation_space, env.action_space, seed=11, **config)
 
 
 @st.composite

@@ -15,7 +15,7 @@ from rlfleet.algorithms.td3 import TD3Trainer
 from rlfleet.policy.numpy_learner import planned_fast_learner
 from rlfleet.policy.sample_batch import SampleBatch
 from tests.helpers import optimizer_arrays
-from tests import test_fused_ddpg, test_fused_sac
+from tests.numpy_learner_helpers import DDPG_SMALL_NETS, ddpg_policy, sac_policy, transitions
 
 
 def test_pair_runs_second_piece_on_another_thread_and_returns_both():
@@ -124,9 +124,9 @@ def _assert_same_bits(serial, parallel, data, updates: int = 4) -> None:
 
 
 def test_sac_update_is_the_same_on_two_lanes():
-    data = test_fused_sac._transitions("Pendulum-v1", 300)
+    data = transitions("Pendulum-v1", 300)
     env = gym.make("Pendulum-v1")
-    serial, parallel = (test_fused_sac._policy(env.observation_space, env.action_space) for _ in range(2))
+    serial, parallel = (sac_policy(env.observation_space, env.action_space) for _ in range(2))
     _learner(serial, FusedSACUpdate, False)
     learner = _learner(parallel, FusedSACUpdate, True)
     _assert_same_bits(serial, parallel, data)
@@ -134,9 +134,9 @@ def test_sac_update_is_the_same_on_two_lanes():
 
 
 def test_td3_update_is_the_same_on_two_lanes():
-    data = test_fused_sac._transitions("Pendulum-v1", 300)
+    data = transitions("Pendulum-v1", 300)
     env = gym.make("Pendulum-v1")
-    serial, parallel = (test_fused_ddpg._policy(TD3Trainer, env, **test_fused_ddpg.SMALL) for _ in range(2))
+    serial, parallel = (ddpg_policy(TD3Trainer, env, **DDPG_SMALL_NETS) for _ in range(2))
     _learner(serial, FusedDDPGUpdate, False)
     learner = _learner(parallel, FusedDDPGUpdate, True)
     _assert_same_bits(serial, parallel, data, updates=5)  # TD3's delayed actor steps included

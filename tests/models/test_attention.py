@@ -119,7 +119,7 @@ def test_config_errors_name_the_key():
 @pytest.mark.slow
 def test_ppo_with_attention_learns_a_memory_task():
     # The token shown at the first step must be named at the fifth; memoryless play scores 0.5
-    # (the same task and settings as the LSTM's test in test_recurrent.py).
+    # (the same task and settings as the LSTM's test in tests/policy/test_recurrent.py).
     trainer = PPOTrainer(env=RepeatFirstObsEnv, config={
         "seed": 0, "num_envs_per_worker": 8, "rollout_fragment_length": 25,
         "train_batch_size": 400, "sgd_minibatch_size": 100, "num_sgd_iter": 8, "lr": 3e-3, "kl_coeff": 0.0,

@@ -8,8 +8,8 @@ import torch
 
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.policy.fast_plan import FastPathPlan, key_fallback_reason
-from tests.test_fused_dqn import _policy as dqn_policy
-from tests.test_fused_sac import _policy as sac_policy, _transitions
+from tests.algorithm_cases import SUPPORTED_ACTION_SPACES, TINY_CONFIGS, build
+from tests.numpy_learner_helpers import dqn_policy, sac_policy, transitions as _transitions
 
 BASE = {"num_workers": 0, "seed": 3, "num_envs_per_worker": 2, "rollout_fragment_length": 64,
         "train_batch_size": 128, "sgd_minibatch_size": 64, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [16]}}
@@ -88,10 +88,8 @@ def test_an_unknown_fast_path_value_is_rejected():
 
 
 # --- fast_path "off" and "require" on every algorithm ---------------------------------------
-from tests.test_algorithm_smoke import SUPPORTED_ACTION_SPACES, build  # noqa: E402
-
 NUMPY_LEARNERS = {"PPO", "SAC", "DDPG", "TD3", "DQN", "SimpleQ", "APEX", "APEX_DDPG"}
-# DD-PPO learns on remote workers only; QMIX needs a grouped env (its fast-path report: tests/test_qmix.py).
+# DD-PPO learns on remote workers only; QMIX needs a grouped env (its fast-path report: tests/algorithms/test_qmix.py).
 LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO", "QMIX"})
 # NumPy all the way, no torch path: "off" is refused, "require" is met.
 NUMPY_ONLY = {"BanditLinUCB", "BanditLinTS", "ES", "ARS"}
@@ -112,9 +110,7 @@ def _learned_result(trainer) -> dict:
 
 @pytest.mark.parametrize("algo", LOCAL_ALGORITHMS)
 def test_fast_path_off_runs_torch_on_every_algorithm_and_says_so(algo, tmp_path, monkeypatch):
-    from tests import test_algorithm_smoke as smoke
-
-    monkeypatch.setitem(smoke.TINY_CONFIGS, algo, {**smoke.TINY_CONFIGS[algo], "fast_path": "off"})
+    monkeypatch.setitem(TINY_CONFIGS, algo, {**TINY_CONFIGS[algo], "fast_path": "off"})
     if algo in NUMPY_ONLY:
         with pytest.raises(ValueError, match=r"fast_path='off' asks for torch, but .* NumPy only"):
             build(algo, _space(algo), str(tmp_path)).stop()
@@ -130,9 +126,7 @@ def test_fast_path_off_runs_torch_on_every_algorithm_and_says_so(algo, tmp_path,
 
 @pytest.mark.parametrize("algo", LOCAL_ALGORITHMS)
 def test_fast_path_require_takes_the_numpy_learner_or_fails_when_built(algo, tmp_path, monkeypatch):
-    from tests import test_algorithm_smoke as smoke
-
-    monkeypatch.setitem(smoke.TINY_CONFIGS, algo, {**smoke.TINY_CONFIGS[algo], "fast_path": "require"})
+    monkeypatch.setitem(TINY_CONFIGS, algo, {**TINY_CONFIGS[algo], "fast_path": "require"})
     if algo not in NUMPY_LEARNERS | NUMPY_ONLY:
         with pytest.raises(ValueError, match=r"fast_path='require', but the NumPy learner cannot serve"):
             build(algo, _space(algo), str(tmp_path)).stop()

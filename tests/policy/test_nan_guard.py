@@ -11,7 +11,7 @@ from rlfleet.algorithms.sac import SACTrainer
 from rlfleet.policy.nan_guard import NonFiniteUpdateError
 from rlfleet.policy.sample_batch import SampleBatch as SB
 from rlfleet.policy.torch_policy import optimizer_state
-from tests.test_env_checks import FaultyEnv
+from tests.envs import FaultyEnv
 
 PPO_SMALL = {"num_envs_per_worker": 2, "rollout_fragment_length": 32, "train_batch_size": 64,
              "sgd_minibatch_size": 32, "num_sgd_iter": 2, "model": {"fcnet_hiddens": [16]}, "seed": 3,

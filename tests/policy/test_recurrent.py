@@ -290,7 +290,7 @@ def _stateless_cartpole_run(use_lstm: bool, max_steps: int) -> tuple:
 
 @pytest.mark.slow
 def test_a_feedforward_net_cannot_balance_the_stateless_cartpole():
-    # The tuned example with its LSTM reaches 150 (test_learning.py runs it). Measured: without
+    # The tuned example with its LSTM reaches 150 (tests/tuned_examples/test_learning.py runs it). Measured: without
     # the LSTM the return stays at 40-45 through 41k steps (and ~50 through 80k).
     without, _ = _stateless_cartpole_run(False, max_steps=40960)
     assert without < 100, without

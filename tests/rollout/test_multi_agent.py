@@ -12,69 +12,14 @@ from rlfleet.algorithms.pg.pg import PGTorchPolicy, PGTrainer
 from rlfleet.algorithms.dqn import DQNTrainer
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.algorithms.sac import SACTrainer
-from rlfleet.config import (ALLOW_UNKNOWN_SUBKEYS, COMMON_CONFIG, OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES,
-                            merge_configs, validate_config)
 from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
 from rlfleet.env.registry import register_env
 from rlfleet.env.multi_agent_env import ALL, MultiAgentEnv, make_multi_agent
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
-from rlfleet.rollout.rollout_worker import RolloutWorker
-from tests.helpers import load_tuned_example
+from tests.helpers import REPO_ROOT, load_tuned_example
+from tests.multi_agent_helpers import TWO_POLICIES, JoinLeaveEnv, pg_config, worker_for
 
 SB = SampleBatch
-
-
-class JoinLeaveEnv(MultiAgentEnv):
-    """Agent "a" acts for 6 env steps; "b" joins with the observation of step 2 (so it acts
-    in steps 3 and 4) and leaves (terminated) at step 4. Observation: [step, agent code]."""
-
-    observation_space = gym.spaces.Box(0.0, 1000.0, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-    possible_agents = ["a", "b"]
-
-    def __init__(self, config=None):
-        self.k = 0
-
-    def _obs(self, code):
-        return np.array([self.k, code], np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        self.k = 0
-        return {"a": self._obs(0)}, {"a": {}}
-
-    def step(self, action_dict):
-        self.k += 1
-        assert "a" in action_dict
-        assert ("b" in action_dict) == (self.k in (3, 4)), (self.k, action_dict)
-        obs, rew, term = {"a": self._obs(0)}, {"a": 1.0}, {"a": self.k == 6}
-        if "b" in action_dict:
-            rew["b"] = 10.0
-        if 2 <= self.k <= 4:
-            obs["b"] = self._obs(1)
-            term["b"] = self.k == 4
-        term[ALL] = self.k == 6
-        return obs, rew, term, {ALL: False}, {}
-
-
-def pg_config(**overrides):
-    cfg = {"seed": 0, "num_envs_per_worker": 1, "rollout_fragment_length": 6, "train_batch_size": 6,
-           "model": {"fcnet_hiddens": [8]}, "lr": 0.01}
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
-            cfg[key] = {**cfg[key], **value}
-        else:
-            cfg[key] = value
-    return cfg
-
-
-def worker_for(env_cls, **overrides) -> RolloutWorker:
-    config = merge_configs(COMMON_CONFIG, pg_config(**overrides), False, ALLOW_UNKNOWN_SUBKEYS,
-                           OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES)
-    validate_config(config)
-    return RolloutWorker(env_creator=lambda ctx: env_cls(ctx), policy_class=PGTorchPolicy, config=config)
-
-
-TWO_POLICIES = {"policies": {"pa", "pb"}, "policy_mapping_fn": lambda aid, episode, worker, **kw: f"p{aid}"}
 
 
 # --- sampler: joining / leaving agents, step counting ---------------------------------------
@@ -521,41 +466,10 @@ def test_sac_trains_two_policies_on_two_agent_pendulum(tmp_path):
 
 
 # --- a seeded run repeats from one process to the next ------------------------------------
-class StaggeredEnv(MultiAgentEnv):
-    """Five agents with string ids on one policy, each terminated at its own step (3-7), so
-    episodes close rows of several agents at once in an order the sampler chooses."""
-
-    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-    possible_agents = [f"agent_{k}" for k in range(5)]
-
-    def __init__(self, config=None):
-        self.k, self.live = 0, []
-
-    def _obs(self):
-        return {a: np.array([self.k / 10, i / 10], np.float32) for i, a in enumerate(self.possible_agents)
-                if a in self.live}
-
-    def reset(self, *, seed=None, options=None):
-        self.k, self.live = 0, list(self.possible_agents)
-        return self._obs(), {}
-
-    def step(self, action_dict):
-        self.k += 1
-        ending = [a for i, a in enumerate(self.possible_agents) if a in self.live and self.k == 3 + i % 3]
-        rew = {a: float(action_dict[a]) for a in self.live}
-        term = {a: a in ending for a in self.live}
-        self.live = [a for a in self.live if a not in ending]
-        obs = {a: np.array([self.k / 10, 0.5], np.float32) for a in ending}
-        obs.update(self._obs())
-        term[ALL] = not self.live
-        return obs, rew, term, {ALL: False}, {}
-
-
 _SAMPLE_AND_DIGEST = """
 import hashlib
 import numpy as np
-from tests.test_multi_agent import StaggeredEnv, worker_for
+from tests.multi_agent_helpers import StaggeredEnv, worker_for
 w = worker_for(StaggeredEnv, batch_mode="complete_episodes", rollout_fragment_length=20)
 batch = w.sample().policy_batches["default_policy"]
 print(hashlib.sha256(np.ascontiguousarray(batch["obs"]).tobytes()
@@ -568,9 +482,8 @@ def test_seeded_multi_agent_batches_repeat_under_any_hash_seed():
     # that ordered rows by one gave each process its own batches (and its own training run).
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     digests = set()
     for hash_seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed,

@@ -15,7 +15,7 @@ from rlfleet.policy.rnn_sequencing import chop_into_sequences
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from tests.envs import make_worker
-from tests.test_multi_agent import JoinLeaveEnv
+from tests.multi_agent_helpers import JoinLeaveEnv
 
 SB = SampleBatch
 LSTM = {"use_lstm": True, "lstm_cell_size": 4, "fcnet_hiddens": [8]}

@@ -15,7 +15,7 @@ from rlfleet.env.checks import BOX_TOLERANCE, ObsBatchCheck, ObsRowCheck
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
 from rlfleet.rollout.agent_batches import _acted_columns, _agent_batch, agent_batches, stack_obs
-from tests.test_multi_agent import TWO_POLICIES, JoinLeaveEnv, worker_for
+from tests.multi_agent_helpers import TWO_POLICIES, JoinLeaveEnv, worker_for
 
 SB = SampleBatch
 BIG = float(np.finfo(np.float32).max)

@@ -10,22 +10,9 @@ from rlfleet.env.vector_multi_agent_env import DictSlotAdapter, SlotCopies, Vect
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
 from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
+from tests.multi_agent_helpers import shared_ppo_worker as make_worker
 
 SB = SampleBatch
-
-
-def make_worker(creator, num_envs=2, fragment=30, seed=0, policies=("shared",), mapping=None, multiagent_extra=None,
-                **extra):
-    from rlfleet.algorithms.ppo import DEFAULT_CONFIG, PPOTorchPolicy
-    from rlfleet.config import merge_configs, validate_config
-    from rlfleet.rollout.rollout_worker import RolloutWorker
-
-    mapping = mapping or (lambda aid, episode, worker, **kw: "shared")
-    config = merge_configs(DEFAULT_CONFIG, dict(
-        num_envs_per_worker=num_envs, rollout_fragment_length=fragment, seed=seed,
-        multiagent={"policies": set(policies), "policy_mapping_fn": mapping, **(multiagent_extra or {})}, **extra))
-    validate_config(config)
-    return RolloutWorker(env_creator=creator, policy_class=PPOTorchPolicy, config=config)
 
 
 def spread(ctx=None):

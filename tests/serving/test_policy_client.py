@@ -45,7 +45,7 @@ def test_ppo_learns_from_client_processes_in_both_modes():
 
 def test_dqn_trains_on_actions_a_client_only_logged():
     """Every episode is played by the simulator's own random controller (log_action); DQN
-    trains on them (that DQN learns through log_action: test_external_env.py, in-process)."""
+    trains on them (that DQN learns through log_action: tests/env/test_external_env.py, in-process)."""
     port = free_port()
     trainer = cartpole_server("DQN", port=port)
     rng = np.random.default_rng(0)

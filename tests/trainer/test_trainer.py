@@ -16,6 +16,7 @@ from rlfleet.algorithms.ppo import DEFAULT_CONFIG as PPO_DEFAULTS
 from rlfleet.env.registry import register_env
 from rlfleet.policy.sample_batch import SampleBatch
 from tests.envs import ActionRecordingEnv, CountingEnv, DiscreteObsEnv, ScriptedEnv
+from tests.helpers import REPO_ROOT
 
 SB = SampleBatch
 
@@ -399,13 +400,12 @@ def test_checkpoint_module_keeps_to_the_file_format():
 
 
 def test_sampling_and_evaluation_calls_ray_only_in_the_worker_set():
-    import pathlib
     import re
 
-    src = pathlib.Path(__file__).resolve().parents[1] / "src" / "rlfleet"
+    src = REPO_ROOT / "src" / "rlfleet"
     files = [src / "trainer.py", src / "trainer_policies.py", src / "evaluation.py", src / "evaluate_checkpoint.py",
              *sorted((src / "checkpoint").rglob("*.py")), *sorted((src / "algorithms").rglob("*.py"))]
-    # ES / ARS's perturbation pool is their worker set (test_layers.py allows it the same way).
+    # ES / ARS's perturbation pool is their worker set (tests/architecture/test_layers.py allows it the same way).
     allowed = {"algorithms/evolution/worker_pool.py"}
     offenders = [str(f.relative_to(src)) for f in files
                  if re.search(r"\bray\.|import_ray", f.read_text("utf-8")) and str(f.relative_to(src)) not in allowed]

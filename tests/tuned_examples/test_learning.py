@@ -8,7 +8,7 @@ drift from its file. Each run is seeded by the file's `config.seed`, with one to
 
 A few examples take minutes to their targets; `LONG_EXAMPLES` keeps them out of `make test`
 (whose whole suite must stay under 20 minutes) while a quicker example of the same algorithm
-stays in. `RLFLEET_LONG_EXAMPLES=1 pytest tests/test_learning.py -m slow` runs them too.
+stays in. `RLFLEET_LONG_EXAMPLES=1 pytest tests/tuned_examples/test_learning.py -m slow` runs them too.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ LONG_EXAMPLES: Dict[str, str] = {
     "r2d2/stateless-cartpole-r2d2.yaml": "~60k env steps to 150 (75 s of CI); r2d2/repeat-first-obs-r2d2.yaml and "
                                          "r2d2/repeat-first-obs-apex-r2d2.yaml show R2D2 learning a memory task",
     "maddpg/simple-spread-maddpg.yaml": "mpe2 (~15k steps, 21 s of CI); maddpg/match-target-maddpg.yaml and "
-                                        "tests/test_maddpg.py's learning test stay",
+                                        "tests/algorithms/test_maddpg.py's learning test stay",
     "maddpg/speaker-listener-maddpg.yaml": "mpe2 (~13k steps); maddpg/match-target-maddpg.yaml stays",
     "qmix/simple-spread-vdn.yaml": "mpe2 (~7.5k steps of episodes); qmix/two-step-qmix.yaml stays",
     "rnnsac/stateless-pendulum-rnnsac.yaml": "~14k env steps to -300 (110 s of CI); rnnsac/repeat-first-obs-rnnsac.yaml "

@@ -14,8 +14,9 @@ import yaml
 from rlfleet import cli
 from rlfleet.config import validate_config
 from rlfleet.registry import get_trainer_class
+from tests.helpers import REPO_ROOT
 
-CASES_DIR = Path(__file__).resolve().parents[1] / "tuned_examples" / "reference_1x"
+CASES_DIR = REPO_ROOT / "tuned_examples" / "reference_1x"
 CASE_FILES = sorted(CASES_DIR.glob("*.yaml"))
 # The quickest cases on 2 busy cores (DQN ~20k steps; PPO with 1 remote worker ~40k steps; DQN
 # with SoftQ 18-19k steps, ~13 s, on seeds 0, 1, 2).

@@ -2,20 +2,19 @@
 SB3 does, and `benchmarks/zoo.py` trains, scores and tabulates a case.
 
 The full Zoo budgets run in `benchmarks/zoo.py`; the DQN case's first stretch (training
-return 150) runs in tests/test_learning.py from tuned_examples/dqn/cartpole-dqn-zoo.yaml.
+return 150) runs in tests/tuned_examples/test_learning.py from tuned_examples/dqn/cartpole-dqn-zoo.yaml.
 """
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
 from rlfleet.algorithms.dqn import DQNTrainer
-from tests.helpers import load_tuned_example
+from tests.helpers import REPO_ROOT, load_tuned_example
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def _zoo_module():

@@ -1,6 +1,6 @@
 """RL-Zoo translations for A2C and PPO on CartPole (issue 18): the Zoo's SB3 hyperparameters,
 written as rlfleet keys in tuned_examples/{a2c,ppo}/cartpole-*-zoo.yaml, take the update SB3
-takes. The Zoo budgets run in `benchmarks/zoo.py`; the first stretches in test_learning.py."""
+takes. The Zoo budgets run in `benchmarks/zoo.py`; the first stretches in tests/tuned_examples/test_learning.py."""
 from __future__ import annotations
 
 import copy
