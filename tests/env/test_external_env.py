@@ -246,6 +246,6 @@ def test_concurrent_episodes_are_answered_in_one_forward_pass():
         batch = worker.sample()
         assert batch.count >= 200
         assert {m.episode_length for m in worker.get_metrics()} == {5}
-        assert worker.sampler.perf_stats()["mean_inference_ms"] >= 0
+        assert worker.sampler.perf_stats()["mean_inference_ms"] > 0  # the forward passes were timed
     finally:
         trainer.stop()

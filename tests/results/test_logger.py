@@ -258,9 +258,18 @@ def test_tensorboard_missing_is_silent(tmp_path, monkeypatch):
 
 
 def test_real_tb_factory_never_raises(tmp_path):
-    # Whether or not `tensorboard` is installed here, creating the logger must work.
+    # Whether or not tensorboardX loads here, creating the logger must work and the other files
+    # are written; where it loads, the scalars are in its event file.
     with UnifiedLogger({}, str(tmp_path)) as log:
         log.on_result({"training_iteration": 1, "timesteps_total": 10, "x": 1.5})
+    assert json.loads((tmp_path / "result.json").read_text())["x"] == 1.5
+    try:
+        from tensorboardX.proto import event_pb2, summary_pb2  # noqa: F401  (what the logger imports)
+        from tensorboardX.record_writer import masked_crc32c  # noqa: F401
+    except ImportError:
+        assert not list(tmp_path.glob("events.out.tfevents.*"))
+    else:
+        assert read_tb_scalars(str(tmp_path))["x"] == [(10, 1.5)]
 
 
 def test_tensorboard_scalars_when_available(tmp_path):
