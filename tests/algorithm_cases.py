@@ -47,7 +47,8 @@ SUPPORTED_ACTION_SPACES = {
     "APEX_R2D2": {"Discrete"},
     "RNNSAC": {"Box", "Discrete"},
     "MADDPG": {"Discrete"},
-    # A grouped env's Tuple of Discrete actions only (tests/test_qmix.py): every single-agent space is refused.
+    # A grouped env's Tuple of Discrete actions only (tests/algorithms/test_qmix.py): every
+    # single-agent space is refused.
     "QMIX": set(),
 }
 
