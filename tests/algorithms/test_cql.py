@@ -85,6 +85,7 @@ def test_conservative_gap_matches_numpy():
         assert abs(float(got) - expected) < 1e-9
 
 
+@pytest.mark.slow
 def test_cql_learns_pendulum_from_output_files_and_keeps_q_low_off_the_data(pendulum_data, tmp_path):
     trainer = CQLTrainer(env="Pendulum-v1", logdir=str(tmp_path), config={
         **FAST, "input": pendulum_data, "seed": 0, "bc_iters": 1000, "timesteps_per_iteration": 400,

@@ -77,6 +77,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_placement_strategy_pinning_and_a_killed_node_on_a_two_node_cluster(tmp_path):
     pytest.importorskip("ray")
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", OMP_NUM_THREADS="1")
