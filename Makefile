@@ -23,6 +23,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=25
 
+# The whole suite without the tests marked slow (each over ~20 s on 2 busy cores).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 

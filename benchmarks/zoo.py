@@ -68,7 +68,7 @@ Key translation (SB3 -> rlfleet), the same for every case:
   2c`, `max_grad_norm: g` -> `grad_clip: g * N`, and SB3's optimizer, RMSprop(alpha 0.99,
   eps 1e-5), -> `opt_type: rmsprop, decay: 0.99, epsilon: 1e-5 * N` (RMSprop is invariant to
   the loss scale but for its epsilon): the same update as SB3's
-  (tests/test_zoo_classic.py). No advantage normalisation in either. With Adam (rlfleet's
+  (tests/tuned_examples/test_zoo_classic.py). No advantage normalisation in either. With Adam (rlfleet's
   default, `optimizer: {eps: 1e-5 * N}`) a2c-cartpole scored 500.0, 415.2, 500.0.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ Generated, never edited by hand, so they cannot drift from the code:
   when its code changed or its PNG is missing (`figures/NAME.png.code` keeps the code it drew).
 
 The config reference stays at docs/config.md (checked against the declarations by
-tests/test_docs.py). Usage: `python docs/gen_pages.py [OUT_DIR]` (default: docs/generated).
+tests/docs/test_docs.py). Usage: `python docs/gen_pages.py [OUT_DIR]` (default: docs/generated).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "docs" / "generated"
 
 # What each exported data name holds; a data name missing here fails the generation (and
-# tests/test_docs.py), so a new export gets a description before it gets a page.
+# tests/docs/test_docs.py), so a new export gets a description before it gets a page.
 DATA_DESCRIPTIONS: Dict[str, str] = {
     "__version__": "The installed rlfleet version.",
     "COMMON_CONFIG": "Every common config key with its default (see the config reference).",

@@ -1,6 +1,12 @@
 """Shared fixtures. Ray is started at most once per test session, and only by tests that
 ask for the `ray_session` fixture; it listens on 127.0.0.1 only. Every test runs with one
-torch thread (`one_torch_thread`). Helpers shared by several test files are in helpers.py."""
+torch thread (`one_torch_thread`).
+
+Layout: test modules sit in folders named after the package they test (tests/rollout/ for
+rlfleet/rollout/, ...), each folder a package so that two may hold modules of one name. What
+several test modules share lives in the helper modules beside this file (helpers.py, envs.py,
+tiny_models.py, algorithm_cases.py, ...); no test module imports another
+(tests/architecture/test_tests_layout.py checks both)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""Finds the ```python blocks of the Markdown docs and runs them (tests/test_docs.py).
+"""Finds the ```python blocks of the Markdown docs and runs them (tests/docs/test_docs.py).
 
 The blocks of one file run in order in one namespace, as a reader would paste them into one
 session, so a later block may use what an earlier one built. A block is skipped only when the

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
+
+from rlfleet.env.checks import BOX_TOLERANCE
 
 
 class CountingEnv(gym.Env):
@@ -218,3 +222,83 @@ def make_worker(env: Any, config: dict | None = None, trainer_cls: type | None =
     cfg = trainer_cls.merge_trainer_configs(trainer_cls._default_config, dict(config or {}))
     validate_config(cfg)
     return RolloutWorker(env_creator=creator, policy_class=trainer_cls._policy_class, config=cfg)
+
+
+BOX3 = spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+
+class FaultyEnv(gym.Env):
+    """Box(3,) observations in [-1, 1], episodes of `episode_len` (5) steps, reward 1.
+
+    The sub-env with `vector_index == bad_index` (0) misbehaves at step `at` (3; 0: its
+    reset) of its `episode`-th episode (1): `fault` is "shape", "nan_obs", "inf_obs",
+    "bounds", "near_bounds" (outside by less than the tolerance), "dtype", "nan_reward",
+    "inf_reward", "raise", "old_api". With `marker` (a file path), it misbehaves instead
+    at step `at` of any episode while that file exists, and consumes it (exactly once
+    over all processes).
+    """
+
+    def __init__(self, config=None):
+        config = config if config is not None else {}
+        self.fault = config.get("fault")
+        self.at = int(config.get("at", 3))
+        self.episode = int(config.get("episode", 1))
+        self.marker = config.get("marker")
+        self.bad = (getattr(config, "vector_index", 0) == int(config.get("bad_index", 0))
+                    and getattr(config, "worker_index", 0) >= int(config.get("min_worker", 0)))
+        self.episode_len = int(config.get("episode_len", 5))
+        self.observation_space = BOX3
+        self.action_space = spaces.Discrete(2)
+        self._episodes = 0
+        self._t = 0
+
+    def _now(self) -> bool:
+        if not self.bad or self._t != self.at:
+            return False
+        if self.marker is None:
+            return self._episodes == self.episode
+        try:
+            os.rename(self.marker, f"{self.marker}.{os.getpid()}")  # atomic: one process wins
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _misbehave(self, obs, reward):
+        fault = self.fault
+        if fault == "raise":
+            raise ZeroDivisionError("boom")
+        if fault == "shape":
+            obs = np.zeros(5, np.float32)
+        elif fault == "nan_obs":
+            obs[1] = np.nan
+        elif fault == "inf_obs":
+            obs[1] = -np.inf
+        elif fault == "bounds":
+            obs[2] = 1.5
+        elif fault == "near_bounds":
+            obs[2] = 1.0 + BOX_TOLERANCE / 10
+        elif fault == "dtype":
+            obs = obs.astype(np.complex64)
+        elif fault == "nan_reward":
+            reward = float("nan")
+        elif fault == "inf_reward":
+            reward = float("inf")
+        return obs, reward
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._episodes += 1
+        self._t = 0
+        obs = np.full(3, 0.5, np.float32)
+        if self._now():
+            obs, _ = self._misbehave(obs, 0.0)
+        return obs, {}
+
+    def step(self, action):
+        self._t += 1
+        obs, reward = np.full(3, 0.5, np.float32), 1.0
+        if self._now():
+            if self.fault == "old_api":
+                return obs, reward, False, {}
+            obs, reward = self._misbehave(obs, reward)
+        return obs, reward, self._t >= self.episode_len, False, {}

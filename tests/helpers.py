@@ -12,7 +12,10 @@ from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 import numpy as np
 
-TUNED_EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "tuned_examples"
+# The repository root: test modules sit in sub-folders of tests/, so they take paths from here
+# instead of counting `Path(__file__).parents` themselves.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TUNED_EXAMPLES_DIR = REPO_ROOT / "tuned_examples"
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class TunedExample:
 def tuned_example_files() -> List[Path]:
     """Every tuned-example YAML file, sorted (a new file is picked up without a test edit).
     The reference's own settings in `reference_1x/` are no seeded regressions of ours (no seed,
-    other stop keys): tests/test_reference_1x.py and benchmarks/reference_1x.py run those."""
+    other stop keys): tests/tuned_examples/test_reference_1x.py and benchmarks/reference_1x.py run those."""
     return sorted(p for p in TUNED_EXAMPLES_DIR.rglob("*.yaml") if "reference_1x" not in p.parts)
 
 

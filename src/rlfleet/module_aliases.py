@@ -11,7 +11,7 @@ A module that moves gets one line in `MOVED`; no file is left at its old place.
 they are asked for (PEP 562 module `__getattr__`), so `from rlfleet.trainer import Trainer`
 works while `import rlfleet.trainer.resources` stays as cheap as the module itself.
 
-This module imports nothing of rlfleet (tests/test_layers.py checks it): `import rlfleet`
+This module imports nothing of rlfleet (tests/architecture/test_layers.py checks it): `import rlfleet`
 stays light.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Adam's update on flat NumPy buffers: torch.optim.Adam's elementwise ops, in its order
 (no weight decay, AMSGrad or `maximize`), so the moments and weights come out the same
-(tests/test_optim.py checks them bit for bit). The lean `rlfleet.policy.optim.Adam` and the
+(tests/policy/test_optim.py checks them bit for bit). The lean `rlfleet.policy.optim.Adam` and the
 NumPy learners' `FlatAdam` both step with it."""
 from __future__ import annotations
 

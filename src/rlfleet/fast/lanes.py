@@ -9,7 +9,7 @@ thread count is per thread): two lanes of one thread each, never two lanes of tw
 
 The results do not depend on the lanes: every piece runs the same operations on the same
 arrays in either mode (OpenBLAS splits a product over rows and columns, never over the
-summed dimension, so even the thread count leaves the bits alone; tests/test_lanes.py checks
+summed dimension, so even the thread count leaves the bits alone; tests/fast/test_lanes.py checks
 an update bit for bit both ways). Only the time does.
 
 Whether two lanes are faster depends on the machine's load: on a busy machine a lane waits

@@ -11,7 +11,7 @@ ever be met by some algorithms.
 
 `FAST_PATH_KEYS` classifies, per fast learner family and for the `model` dict, every config
 key as handled by the NumPy maths, making the learner fall back to torch (with a reason), or
-not read by the loss; tests/test_fast_path_coverage.py fails on an unclassified key, so a new
+not read by the loss; tests/policy/test_fast_path_coverage.py fails on an unclassified key, so a new
 option cannot be silently ignored by the default path.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ CartPole, spent before the first `train()` result (issue 16). On CPU, `torch.opt
 also runs its per-tensor loop (`_single_tensor_adam`) and fires profiler hooks each step.
 
 `Adam` here computes exactly what `torch.optim.Adam` computes (same ops in the same order:
-`tests/test_optim.py` checks the weights after many steps against it, with weight decay,
+`tests/policy/test_optim.py` checks the weights after many steps against it, with weight decay,
 AMSGrad, `maximize` and gradient clipping), one `_foreach` call per op over every
 parameter. Its `state_dict()` / `load_state_dict()` use torch's layout (the same keys,
 per-parameter `step` tensors, the same `param_groups` entries), so a state written by
