@@ -255,8 +255,6 @@ class EnvPoolVectorEnv:
         self.rules = rules
         self.is_atari = is_atari
         self._make_kwargs = dict(make_kwargs or {})
-        # Only a horizon or no_done_at_end needs the rules per env; otherwise EnvPool's flags are the answer.
-        self._plain_rules = rules.horizon is None and not rules.no_done_at_end
         self._seeds = _int32_seeds(list(seeds) if seeds is not None else [None] * self.num_envs)
         self._reseed = False
         self._pool = self._make_pool()
@@ -317,11 +315,7 @@ class EnvPoolVectorEnv:
         obs, rewards, terminated, truncated, info = self._pool.step(np.asarray(actions))
         lengths = self._lengths
         lengths += 1
-        ends = terminated | truncated
-        if self._plain_rules:
-            terminateds, to_reset = terminated, ends
-        else:
-            ends, terminateds, to_reset = self._apply_rules(terminated, truncated)
+        ends, terminateds, to_reset = self.rules.end_many(terminated, truncated, lengths)
         obs = self._obs(obs)
         reset_obs: Dict[int, Any] = {}
         if ends.any():
@@ -336,20 +330,6 @@ class EnvPoolVectorEnv:
             lengths[ends] = 0
         return VectorStep(obs, rewards.astype(np.float64), terminateds, ends, reset_obs,
                           _InfoRows(info, self.num_envs))  # type: ignore[arg-type]
-
-    def _apply_rules(self, terminated: np.ndarray, truncated: np.ndarray):
-        """`EpisodeRules` for the envs that ended or reached the horizon."""
-        rules, lengths = self.rules, self._lengths
-        ends = np.zeros(self.num_envs, bool)
-        terminateds = np.zeros(self.num_envs, bool)
-        to_reset = np.zeros(self.num_envs, bool)
-        candidates = terminated | truncated
-        if rules.horizon is not None:
-            candidates = candidates | (lengths >= rules.horizon)
-        for i in np.flatnonzero(candidates).tolist():
-            end = rules.end(bool(terminated[i]), bool(truncated[i]), int(lengths[i]))
-            ends[i], terminateds[i], to_reset[i] = end.over, end.terminal, end.reset
-        return ends, terminateds, to_reset
 
     def _obs(self, obs):
         if self._hwc:

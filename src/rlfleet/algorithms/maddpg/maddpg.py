@@ -19,6 +19,7 @@ from rlfleet.algorithms.sampling import synchronous_parallel_sample
 from rlfleet.config import (ConfigKey, activation, algorithm_config, boolean, int_at_least, not_available,
                             number_above, number_in, one_of, optional, override, positive_int_list)
 from rlfleet.replay import ReplayBuffer
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 
 K = ConfigKey
 
@@ -76,13 +77,13 @@ class MADDPGTrainer(OffPolicyTrainer):
     _policy_class = MADDPGTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
-        if (config.get("multiagent") or {}).get("replay_mode") != "lockstep":
+        if not MultiAgentSettings.from_config(config).lockstep:
             raise ValueError("'multiagent.replay_mode': MADDPG replays all agents of an env step together; "
                              "set it to 'lockstep' (its default)")
         if config.get("compress_observations"):
             raise ValueError("'compress_observations': True is not available for MADDPG (its joint replay "
                              "stores plain arrays); set it to False")
-        for pid, spec in ((config.get("multiagent") or {}).get("policies") or {}).items():
+        for pid, spec in MultiAgentSettings.from_config(config).policies.items():
             if spec.policy_class is not None and not issubclass(spec.policy_class, MADDPGTorchPolicy):
                 raise ValueError(f"'multiagent.policies': policy {pid!r} is a {spec.policy_class.__name__}; every "
                                  "MADDPG agent needs MADDPG's policy (leave the PolicySpec's class None)")
@@ -110,7 +111,7 @@ class MADDPGTrainer(OffPolicyTrainer):
         self.counters["num_agent_steps_dropped"] += dropped
         if joint.count:
             self.joint_buffer.add(joint)
-        by_agent = (cfg.get("multiagent") or {}).get("count_steps_by") == "agent_steps"
+        by_agent = MultiAgentSettings.from_config(cfg).count_agent_steps
         sampled = self.counters["num_agent_steps_sampled" if by_agent else "num_env_steps_sampled"]
         new_steps = batch.agent_steps() if by_agent else batch.env_steps()
 
