@@ -54,3 +54,32 @@ def test_end_many_every_case_of_the_table():
     assert soft.over.tolist() == [True, True, True, False]
     assert soft.terminal.tolist() == [False, False, False, False]
     assert soft.reset.tolist() == [True, True, False, False]
+
+
+@pytest.mark.parametrize("horizon, no_done, episode_len, last_terminal", [
+    (3, False, 5, True),     # the horizon ends each episode, terminal (no bootstrap)
+    (3, True, 5, False),     # ... bootstrapping under no_done_at_end
+    (None, False, 4, False),  # the env's own time limit (truncated): not terminal
+])
+def test_vectorised_multi_agent_sampler_ends_episodes_by_the_rules(horizon, no_done, episode_len, last_terminal):
+    from rlfleet.env.examples.cue_swarm import CueSwarm
+    from rlfleet.policy.sample_batch import SampleBatch as SB
+    from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
+    from tests.envs import make_worker
+
+    length = episode_len if horizon is None else horizon
+    worker = make_worker(CueSwarm, {"env_config": {"num_agents": 3, "episode_len": episode_len},
+                                    "num_envs_per_worker": 2, "rollout_fragment_length": 4 * length,
+                                    "horizon": horizon, "no_done_at_end": no_done,
+                                    "multiagent": {"policies": {"shared"},
+                                                   "policy_mapping_fn": lambda aid, *a, **k: "shared"}})
+    assert isinstance(worker.sampler, VectorMultiAgentSampler)
+    part = worker.sample().policy_batches["shared"]
+    ends = part[SB.DONES]
+    # Every (episode, agent) trajectory is `length` rows and only its last row ends it.
+    assert ends.sum() == 4 * 2 * 3
+    np.testing.assert_array_equal(part[SB.T][ends], np.full(ends.sum(), length - 1))
+    np.testing.assert_array_equal(part[SB.TERMINATEDS][ends], np.full(ends.sum(), last_terminal))
+    assert not part[SB.TERMINATEDS][~ends].any()
+    assert [m.episode_length for m in worker.get_metrics()] == [length] * 8
+    worker.stop()
