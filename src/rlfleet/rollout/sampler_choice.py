@@ -1,7 +1,7 @@
 """Which sampler a RolloutWorker samples with (`make_sampler`): a custom `sample_collector`,
 the offline reader for `input`, else the env sampler: `ExternalEnvSampler` for an ExternalEnv,
-the vectorised fast path
-(`SingleAgentSampler`) for one policy on a single-agent env, the multi-agent fast path
+the vectorised single-agent sampler
+(`SingleAgentSampler`) for one policy on a single-agent env, the vectorised multi-agent sampler
 (`VectorMultiAgentSampler`) for slot envs (env/vector_multi_agent_env.py) where the config
 allows, the general multi-agent path (`MultiAgentSampler`) otherwise; `fake_sampler` re-serves the first batch.
 
@@ -29,11 +29,11 @@ logger = logging.getLogger(__name__)
 def make_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
     """The sampler for `worker`'s env and policies (None when it has no env).
 
-    The fast path (`SingleAgentSampler`) when the env is a single-agent vector env and the
+    The vectorised single-agent sampler (`SingleAgentSampler`) when the env is a single-agent vector env and the
     worker has one policy; the general path (`MultiAgentSampler`) otherwise.
 
     Args:
-        acting_policy: the fast path's acting policy when it is not the worker's own
+        acting_policy: the vectorised single-agent sampler's acting policy when it is not the worker's own
             (`sample_async` acts with a copy).
     """
     collector = worker.config.get("sample_collector")
@@ -66,7 +66,7 @@ def _env_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> 
         return ExternalEnvSampler(worker=worker, env=env, callbacks=worker.callbacks, settings=settings)
     if isinstance(env, MultiAgentVectorEnv):
         why = vector_sampler_unavailable(worker, settings)
-        if why is None:  # slot envs: the multi-agent fast path
+        if why is None:  # slot envs: the vectorised multi-agent sampler
             return VectorMultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks,
                                            settings=settings)
         if why != NOT_SLOT_ENVS:
