@@ -32,7 +32,8 @@ right after a step in which envs ended, `EnvPoolVectorEnv` resets just those env
 ``reset_obs``, exactly as `VectorEnv` does, and EnvPool's pending autoreset is consumed (the
 env's next step is a real one). The env's random stream is the same as with its own
 autoreset. ``terminated`` / ``truncated`` come from EnvPool's Gymnasium API; ``horizon``,
-``soft_horizon`` and ``no_done_at_end`` are applied by the same `EpisodeRules`. (EnvPool
+``soft_horizon`` and ``no_done_at_end`` are applied by the same `EpisodeRules` (`end_many`:
+the whole pool at once, one `|` per step when no horizon is set). (EnvPool
 reports ``terminated = done and not truncated``: a step that both fails and hits EnvPool's
 time limit counts as truncated, where a Gymnasium env would say both.) The extra reset call
 costs one more hand-off to EnvPool's threads on the steps where some env ended.
