@@ -29,12 +29,12 @@ logger = logging.getLogger(__name__)
 def make_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
     """The sampler for `worker`'s env and policies (None when it has no env).
 
-    The vectorised single-agent sampler (`SingleAgentSampler`) when the env is a single-agent vector env and the
-    worker has one policy; the general path (`MultiAgentSampler`) otherwise.
+    The vectorised single-agent sampler (`SingleAgentSampler`) when the env is a single-agent
+    vector env and the worker has one policy; the general path (`MultiAgentSampler`) otherwise.
 
     Args:
-        acting_policy: the vectorised single-agent sampler's acting policy when it is not the worker's own
-            (`sample_async` acts with a copy).
+        acting_policy: the vectorised single-agent sampler's acting policy when it is not the
+            worker's own (`sample_async` acts with a copy).
     """
     collector = worker.config.get("sample_collector")
     if collector is not None:
