@@ -111,7 +111,7 @@ class MADDPGTrainer(OffPolicyTrainer):
         self.counters["num_agent_steps_dropped"] += dropped
         if joint.count:
             self.joint_buffer.add(joint)
-        by_agent = MultiAgentSettings.from_config(cfg).count_agent_steps
+        by_agent = (cfg.get("multiagent") or {}).get("count_steps_by") == "agent_steps"
         sampled = self.counters["num_agent_steps_sampled" if by_agent else "num_env_steps_sampled"]
         new_steps = batch.agent_steps() if by_agent else batch.env_steps()
 
