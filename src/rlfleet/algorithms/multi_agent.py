@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Iterator, List, Tuple
 
-from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
+from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 
 def sample_train_batch(trainer) -> MultiAgentBatch:
