@@ -64,6 +64,9 @@ class SamplerSettings:
             rewards after the first episode too (see `rlfleet.env.checks`).
         record_infos: record each step's info dict in an `infos` column (object dtype),
             for `output` to write; the worker drops the column after writing.
+        sample_collector: `sample_collector`: a custom Sampler class (None: the built-in ones).
+        offline_input: `input` is not "sampler": batches are read, not collected from the env.
+        fake_sampler: `fake_sampler`: the first batch is re-served forever (learner benchmarks).
     """
 
     fragment_length: int
@@ -82,6 +85,9 @@ class SamplerSettings:
     worker_index: int = 0
     check_env_steps: bool = True
     record_infos: bool = False
+    sample_collector: Any = None
+    offline_input: bool = False
+    fake_sampler: bool = False
 
     @classmethod
     def from_config(cls, config: dict, *, is_atari: bool = False, worker_index: int = 0,
@@ -107,6 +113,9 @@ class SamplerSettings:
             worker_index=int(worker_index),
             check_env_steps=not config.get("disable_env_checking", False),
             record_infos=config.get("output") is not None,
+            sample_collector=config.get("sample_collector"),
+            offline_input=config.get("input", "sampler") != "sampler",
+            fake_sampler=bool(config.get("fake_sampler")),
         )
 
 

@@ -17,7 +17,7 @@ from rlfleet.env.multi_agent_env import MultiAgentVectorEnv
 from rlfleet.rollout.external_sampler import ExternalEnvSampler
 from rlfleet.rollout.fake_sampler import FakeSampler, custom_sampler
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
-from rlfleet.rollout.offline_sampler import OfflineSampler, wants_offline_input
+from rlfleet.rollout.offline_sampler import OfflineSampler
 from rlfleet.rollout.sampler import SingleAgentSampler
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
@@ -36,16 +36,15 @@ def make_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> 
         acting_policy: the vectorised single-agent sampler's acting policy when it is not the
             worker's own (`sample_async` acts with a copy).
     """
-    collector = worker.config.get("sample_collector")
-    if collector is not None:
-        sampler = custom_sampler(collector, worker, settings)
-    elif wants_offline_input(worker.config):
+    if settings.sample_collector is not None:
+        sampler = custom_sampler(settings.sample_collector, worker, settings)
+    elif settings.offline_input:
         # Offline input: a reader is the sampler; the env sampler is made when needed.
         sampler = OfflineSampler(worker=worker, settings=settings, log_dir=worker.log_dir,
                                  make_env_sampler=lambda: _env_sampler(worker, settings))
     else:
         sampler = _env_sampler(worker, settings, acting_policy)
-    if worker.config.get("fake_sampler") and sampler is not None:
+    if settings.fake_sampler and sampler is not None:
         # Learner benchmarks: the first batch, re-served forever (rollout/fake_sampler.py).
         sampler = FakeSampler(sampler)
     return sampler
