@@ -32,7 +32,8 @@ right after a step in which envs ended, `EnvPoolVectorEnv` resets just those env
 ``reset_obs``, exactly as `VectorEnv` does, and EnvPool's pending autoreset is consumed (the
 env's next step is a real one). The env's random stream is the same as with its own
 autoreset. ``terminated`` / ``truncated`` come from EnvPool's Gymnasium API; ``horizon``,
-``soft_horizon`` and ``no_done_at_end`` are applied by the same `EpisodeRules`. (EnvPool
+``soft_horizon`` and ``no_done_at_end`` are applied by the same `EpisodeRules` (`end_many`:
+the whole pool at once, one `|` per step when no horizon is set). (EnvPool
 reports ``terminated = done and not truncated``: a step that both fails and hits EnvPool's
 time limit counts as truncated, where a Gymnasium env would say both.) The extra reset call
 costs one more hand-off to EnvPool's threads on the steps where some env ended.
@@ -255,8 +256,6 @@ class EnvPoolVectorEnv:
         self.rules = rules
         self.is_atari = is_atari
         self._make_kwargs = dict(make_kwargs or {})
-        # Only a horizon or no_done_at_end needs the rules per env; otherwise EnvPool's flags are the answer.
-        self._plain_rules = rules.horizon is None and not rules.no_done_at_end
         self._seeds = _int32_seeds(list(seeds) if seeds is not None else [None] * self.num_envs)
         self._reseed = False
         self._pool = self._make_pool()
@@ -317,11 +316,7 @@ class EnvPoolVectorEnv:
         obs, rewards, terminated, truncated, info = self._pool.step(np.asarray(actions))
         lengths = self._lengths
         lengths += 1
-        ends = terminated | truncated
-        if self._plain_rules:
-            terminateds, to_reset = terminated, ends
-        else:
-            ends, terminateds, to_reset = self._apply_rules(terminated, truncated)
+        ends, terminateds, to_reset = self.rules.end_many(terminated, truncated, lengths)
         obs = self._obs(obs)
         reset_obs: Dict[int, Any] = {}
         if ends.any():
@@ -336,20 +331,6 @@ class EnvPoolVectorEnv:
             lengths[ends] = 0
         return VectorStep(obs, rewards.astype(np.float64), terminateds, ends, reset_obs,
                           _InfoRows(info, self.num_envs))  # type: ignore[arg-type]
-
-    def _apply_rules(self, terminated: np.ndarray, truncated: np.ndarray):
-        """`EpisodeRules` for the envs that ended or reached the horizon."""
-        rules, lengths = self.rules, self._lengths
-        ends = np.zeros(self.num_envs, bool)
-        terminateds = np.zeros(self.num_envs, bool)
-        to_reset = np.zeros(self.num_envs, bool)
-        candidates = terminated | truncated
-        if rules.horizon is not None:
-            candidates = candidates | (lengths >= rules.horizon)
-        for i in np.flatnonzero(candidates).tolist():
-            end = rules.end(bool(terminated[i]), bool(truncated[i]), int(lengths[i]))
-            ends[i], terminateds[i], to_reset[i] = end.over, end.terminal, end.reset
-        return ends, terminateds, to_reset
 
     def _obs(self, obs):
         if self._hwc:

@@ -21,12 +21,16 @@ bootstrap) unless `no_done_at_end`, so that a time budget the policy cannot see 
 (Gymnasium's `truncated`) is not terminal: it bootstraps, as Gymnasium means it.
 
 The single-agent vector env, the multi-agent sampler (per agent and for the whole
-episode) and evaluation all ask an `EpisodeRules` instance; none re-derives them.
+episode) and evaluation ask `end` one episode at a time; the batched ones (the vectorised
+multi-agent sampler, the EnvPool env) ask `end_many` for a whole vector of envs at once. None
+re-derives them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
+
+import numpy as np
 
 
 class EpisodeEnd(NamedTuple):
@@ -36,6 +40,14 @@ class EpisodeEnd(NamedTuple):
 
 
 NOT_OVER = EpisodeEnd(False, False, False)
+
+
+class EpisodeEnds(NamedTuple):
+    """`EpisodeEnd` for a vector of envs: one bool array `[num_envs]` per field."""
+
+    over: np.ndarray
+    terminal: np.ndarray
+    reset: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -74,3 +86,21 @@ class EpisodeRules:
             # The reference's `done=True` at its horizon (soft: "pretend done", the env goes on).
             return EpisodeEnd(True, not self.no_done_at_end, not self.soft_horizon)
         return NOT_OVER
+
+    def end_many(self, terminated: np.ndarray, truncated: np.ndarray, lengths: np.ndarray) -> EpisodeEnds:
+        """`end` for every env of a vector at once (bool arrays `terminated`, `truncated` and
+        int `lengths`, one entry per env); element `i` of each result is `end(terminated[i],
+        truncated[i], lengths[i])`'s field.
+
+        Per step of a batched sampler: without a horizon or `no_done_at_end` it costs one `|`,
+        and the results may be the input arrays themselves (read them, never write them).
+        """
+        over = terminated | truncated
+        if self.horizon is None:
+            terminal = np.zeros_like(over) if self.no_done_at_end else terminated
+            return EpisodeEnds(over, terminal, over)
+        at_horizon = lengths >= self.horizon
+        at_horizon &= ~over  # ended by the env: its own flags decide
+        ended = over | at_horizon
+        terminal = np.zeros_like(over) if self.no_done_at_end else terminated | at_horizon
+        return EpisodeEnds(ended, terminal, over if self.soft_horizon else ended)

@@ -27,10 +27,10 @@ from rlfleet.env.external_env import ExternalEnv
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.agent_batches import postprocessed_batches, stack_obs
 from rlfleet.rollout.episode import RolloutMetrics
-from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
 from rlfleet.rollout.policy_mapping import call_mapping_fn
 from rlfleet.rollout.sampler_api import SamplerSettings
+from rlfleet.rollout.sampler_bookkeeping import SamplerBookkeeping
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import env_actions
 
@@ -55,7 +55,7 @@ class _Live:
         self.training_enabled = training_enabled
 
 
-class ExternalEnvSampler:
+class ExternalEnvSampler(SamplerBookkeeping):
     """Collects MultiAgentBatches from an ExternalEnv's thread (see the module docstring).
 
     Args:
@@ -70,12 +70,10 @@ class ExternalEnvSampler:
             raise ValueError(f"'horizon': {settings.rules.horizon} cannot end the episodes of an ExternalEnv "
                              f"({type(env).__name__}): its run() ends them; set 'horizon': None and call "
                              "end_episode(..., truncated=True) at your time limit")
+        super().__init__(settings)
         self.worker = worker
         self.env = env
         self.callbacks = callbacks
-        self.settings = settings
-        self.steps_since_sync = 0
-        self.metrics: List[RolloutMetrics] = []
         self._live: Dict[str, _Live] = {}
         self._finished: List[MultiAgentEpisode] = []
         self._ended_ids: List[str] = []  # the env's ids of the episodes ended since the last batch
@@ -83,8 +81,6 @@ class ExternalEnvSampler:
         # one before (their rows are in it or in earlier batches; those not learned from have
         # none): what a policy server confirms to its clients as trained.
         self.last_batch_episode_ids: List[str] = []
-        self._eps_counter = 0
-        self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
         self._hooks = {name: callbacks.overrides(name)
                        for name in ("on_episode_start", "on_episode_end", "on_postprocess_trajectory")}
 
@@ -111,24 +107,10 @@ class ExternalEnvSampler:
             self._drop_rows()
         return self.metrics[start:]
 
-    def pop_metrics(self) -> List[RolloutMetrics]:
-        out, self.metrics = self.metrics, []
-        return out
-
-    def perf_stats(self) -> Dict[str, float]:
-        return summarize_perf(self._perf)
-
     def restart(self) -> None:
         """Drops what was collected; the episodes in flight go on (the simulator owns them)."""
         self._drop_rows()
-        self.metrics = []
-        self.steps_since_sync = 0
-
-    def get_state(self) -> Dict[str, Any]:
-        return {"episodes_started": int(self._eps_counter)}
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        self._eps_counter = int(state.get("episodes_started", self._eps_counter))
+        self._forget()
 
     # --- events ------------------------------------------------------------------------------
     def _pump(self) -> int:
@@ -197,7 +179,7 @@ class ExternalEnvSampler:
     def _start(self, eid: str, training_enabled: bool) -> None:
         self._eps_counter += 1
         fn, worker = self.worker.policy_mapping_fn, self.worker
-        episode = MultiAgentEpisode(self.settings.episode_id_base + self._eps_counter, 0,
+        episode = MultiAgentEpisode(self._eps_base + self._eps_counter, 0,
                                     lambda aid, ep: call_mapping_fn(fn, aid, ep, worker))
         self._live[eid] = _Live(episode, training_enabled)
         if self._hooks["on_episode_start"]:

@@ -74,7 +74,7 @@ class FakeSampler:
         self.inner.set_state(state)
 
     def __getattr__(self, name: str) -> Any:
-        # Anything sampler-specific (e.g. the fast path's `policy`, `metrics`) is the inner one's.
+        # Anything sampler-specific (e.g. the vectorised sampler's `policy`, `metrics`) is the inner one's.
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)

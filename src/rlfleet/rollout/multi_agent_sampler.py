@@ -16,32 +16,27 @@ agent steps (`multiagent.count_steps_by`). With `truncate_episodes` a batch ends
 as that count is reached (agent steps may overshoot by less than one env step's worth of
 agents); with `complete_episodes` it holds only finished episodes totalling at least that.
 
-Env checks (`rlfleet.env.checks`), per agent: each observation in detail until the first
-episode ends (and the first observation of each policy), then a bounds / NaN check of each
-preprocessed observation (`ObsRowCheck`) and a finite-reward check (none after the first
-episode with `disable_env_checking`). An env that raises or breaks its contract is an
-`EnvError` naming the env, worker, sub-env, episode, step and agent; the sampler then
-stops (later collections raise it again) until `restart()`.
+Env checks (`rlfleet.env.checks`), per agent: the observations as
+rollout/multi_agent_observations.py says, and a finite-reward check of each reward (none
+after the first episode with `disable_env_checking`). An env that raises or breaks its
+contract is an `EnvError` naming the env, worker, sub-env, episode, step and agent; the
+sampler then stops (later collections raise it again) until `restart()`.
 
 Cost (the sampler's own, per agent step): a few dict operations; closed transitions become
-batches in rollout/agent_batches.py. Per step, the policy lookups are read once per policy
-(again after any user code), and an observation that NoPreprocessor and NoFilter would
-return unchanged skips them. Acting (rollout/policy_actors.py) runs with single-threaded
-BLAS, as on the single-agent path (`rlfleet.fast.blas.single_threaded_blas`).
+batches in rollout/agent_batches.py; the observations' costs are in
+rollout/multi_agent_observations.py. Acting (rollout/policy_actors.py) runs with
+single-threaded BLAS, as on the single-agent path (`rlfleet.fast.blas.single_threaded_blas`).
 """
 from __future__ import annotations
 
-import logging
 import math
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from rlfleet.env.checks import (EnvCheckError, EnvError, ObsRowCheck, env_call_error, observation_problem,
-                                reward_problem)
+from rlfleet.env.checks import EnvCheckError, env_call_error, reward_problem
 from rlfleet.env.multi_agent_env import ALL, MultiAgentVectorEnv
-from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.agent_batches import postprocessed_batches, stack_obs
@@ -49,23 +44,20 @@ from rlfleet.rollout.agent_memory import recurrent_columns, recurrent_inputs
 from rlfleet.rollout.policy_actors import PolicyActors
 from rlfleet.rollout.policy_removal import remap_removed_policy
 from rlfleet.rollout.episode import RolloutMetrics
-from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.multi_agent_episode import MultiAgentEpisode
 from rlfleet.rollout.multi_agent_episode import STEP_ACTED as _ACTED, STEP_ACTION as _ACTION, STEP_J as _J
 from rlfleet.rollout.multi_agent_episode import STEP_OBS as _OBS, STEP_REWARD as _REWARD, STEP_T as _T
+from rlfleet.rollout.multi_agent_observations import MultiAgentObservations, _what
 from rlfleet.rollout.policy_mapping import call_mapping_fn
 from rlfleet.rollout.sampler_api import SamplerSettings
 from rlfleet.utils.compression import compress_columns
-from rlfleet.utils.filters import NoFilter
 from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
 _isfinite = math.isfinite
-_FLOAT32 = np.dtype(np.float32)
-logger = logging.getLogger(__name__)
 
 
-class MultiAgentSampler:
+class MultiAgentSampler(MultiAgentObservations):
     """Collects MultiAgentBatches from a worker's MultiAgentEnvs.
 
     Args:
@@ -79,10 +71,8 @@ class MultiAgentSampler:
     """
 
     def __init__(self, *, worker, vector_env: MultiAgentVectorEnv, callbacks, settings: SamplerSettings):
-        self.worker = worker
-        self.env = vector_env
+        super().__init__(settings, worker, vector_env)
         self.callbacks = callbacks
-        self.settings = settings
         self.num_envs = vector_env.num_envs
         self._hooks = {
             name: callbacks.overrides(name)
@@ -96,20 +86,8 @@ class MultiAgentSampler:
         self._actors = PolicyActors(defer=settings.observation_fn is None and not any(
             self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end")))
         self._rules, self._clipper = settings.rules, settings.reward_clipper
-        self._eps_base = settings.episode_id_base
-        self._eps_counter = 0
         self._episodes: List[Optional[MultiAgentEpisode]] = [None] * self.num_envs
         self._finished: List[MultiAgentEpisode] = []  # ended, rows not yet batched
-        self._checked: set = set()  # policies whose first observation passed the detailed check
-        self.steps_since_sync = 0
-        self.metrics: List[RolloutMetrics] = []
-        self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
-        # Env checks (see the module docstring).
-        self._detailed_checks = True
-        self._step_checks = True
-        self._obs_checks: Dict[str, Tuple[Any, ObsRowCheck]] = {}  # pid -> (preprocessor, check)
-        self._use_cache: Dict[str, tuple] = {}  # pid -> (preprocessor, filter, check, direct): `_uses`
-        self._failed: Optional[EnvError] = None
 
     # --- public ------------------------------------------------------------------
     def sample(self) -> MultiAgentBatch:
@@ -160,28 +138,12 @@ class MultiAgentSampler:
                 self._finish_actors()
         return self.metrics[start:]
 
-    def pop_metrics(self) -> List[RolloutMetrics]:
-        out, self.metrics = self.metrics, []
-        return out
-
-    def perf_stats(self) -> Dict[str, float]:
-        return summarize_perf(self._perf)
-
     def restart(self) -> None:
         """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
-        self._failed = None
+        self._forget()
         self._actors.clear()
         self._episodes = [None] * self.num_envs
         self._finished = []
-        self.metrics = []
-        self.steps_since_sync = 0
-
-    def get_state(self) -> Dict[str, Any]:
-        # Episode ids keep counting across a checkpoint restore (they key offline data).
-        return {"episodes_started": int(self._eps_counter)}
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        self._eps_counter = int(state.get("episodes_started", self._eps_counter))
 
     def on_policy_removed(self, policy_id: str) -> None:
         """Called after the worker removed `policy_id` (and set its new mapping function): its
@@ -189,32 +151,9 @@ class MultiAgentSampler:
         self._checked.discard(policy_id)
         remap_removed_policy(policy_id, self._finished, [ep for ep in self._episodes if ep is not None], self.worker)
 
-    # --- policy lookup -----------------------------------------------------------------
-    def _resolve(self, pid: str):
-        w = self.worker
-        if pid in w.policy_map:
-            return w.policy_map[pid], w.preprocessors[pid], w.filters[pid]
-        raise ValueError(f"The policy mapping returned {pid!r}, which is not a policy of this worker; "
-                         f"known policy ids: {sorted(w.policy_map)}")
-
-    def _uses(self, pid: str):
-        """`(preprocessor, filter, observation check, direct)` of `pid` (see `_use_cache`)."""
-        w = self.worker
-        if pid not in w.policy_map:
-            self._resolve(pid)  # raises, naming the known policies
-        pp, filt = w.preprocessors[pid], w.filters[pid]
-        cached = self._obs_checks.get(pid)
-        if cached is None or cached[0] is not pp:
-            cached = self._obs_checks[pid] = (pp, ObsRowCheck(pp.observation_space))
-        # NoPreprocessor (float32) and NoFilter return a float32 array as it is: skipped for one.
-        direct = type(pp) is NoPreprocessor and pp.dtype == np.float32 and type(filt) is NoFilter
-        use = self._use_cache[pid] = (pp, filt, cached[1], direct)
-        return use
-
     # --- one env step for every sub-env -----------------------------------------------
     def _step(self) -> int:
-        if self._failed is not None:
-            raise self._failed.with_context()
+        self._raise_if_failed()
         clock = time.perf_counter
         t0 = clock()
         # Per-policy lookups, read afresh every step (and after any user code: `_user_code_ran`).
@@ -298,104 +237,6 @@ class MultiAgentSampler:
     def _finish_actors(self) -> None:
         """The deferred columns of the rows acted on so far (see `PolicyActors.finish`)."""
         self._actors.finish()
-
-    def _user_code_ran(self) -> None:
-        """A callback or `observation_fn` ran: it may have changed the worker's policies."""
-        self._use_cache = {}
-
-    # --- env checks (rlfleet.env.checks) ------------------------------------------------
-    def _located(self, error: EnvError, ep: Optional[MultiAgentEpisode], step: int, agent_id: Any = None,
-                 index: Optional[int] = None) -> EnvError:
-        """`error` with its location; remembered: later collections raise it again (the
-        envs are mid-step, in an unknown state) until `restart()`."""
-        env_id = self.settings.env_id or type(self.env.envs[0]).__name__
-        error = error.with_context(
-            env_id=env_id, worker_index=self.settings.worker_index,
-            sub_env_index=ep.env_index if ep is not None else index,
-            episode_id=ep.episode_id if ep is not None else self._eps_base + self._eps_counter + 1,
-            step=step, agent_id=agent_id)
-        self._failed = error
-        return error
-
-    def _reset(self, i: int):
-        try:
-            result = self.env.reset_at(i)
-        except Exception as e:
-            raise self._located(env_call_error("reset()", e), None, 0, index=i) from e
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise self._located(EnvCheckError(f"the env's reset() returned {_what(result)}; multi-agent envs "
-                                              "return (obs, infos) dicts"), None, 0, index=i)
-        return result
-
-    def _checked_obs(self, ep: MultiAgentEpisode, aid, pid: str, pp, check: ObsRowCheck, raw) -> np.ndarray:
-        """The preprocessed observation of agent `aid`, checked (see the module docstring)."""
-        space = pp.original_space
-        if self._detailed_checks or pid not in self._checked:
-            problem = observation_problem(raw, space)
-            if problem is not None:
-                raise self._located(EnvCheckError(f"{problem} (policy {pid!r})"), ep, ep.length, aid)
-            self._checked.add(pid)
-        try:
-            obs = pp.transform(raw)
-        except Exception as e:
-            problem = observation_problem(raw, space) or f"the preprocessor {pp} could not read it: {e}"
-            raise self._located(EnvCheckError(f"{problem} (policy {pid!r})"), ep, ep.length, aid) from e
-        if self._step_checks and not check.ok(obs):
-            self._explain(ep, aid, pid, pp, check, raw)
-        return obs
-
-    def _explain(self, ep: MultiAgentEpisode, aid, pid: str, pp, check: ObsRowCheck, raw) -> None:
-        """Raises the EnvCheckError for an observation whose vectorised check failed (or
-        stops checking a preprocessor whose outputs leave its own space)."""
-        problem = observation_problem(raw, pp.original_space)
-        if problem is not None:
-            raise self._located(EnvCheckError(f"{problem} (policy {pid!r})"), ep, ep.length, aid)
-        # The env is not at fault: the preprocessor's outputs leave the space it
-        # declares (a custom preprocessor). Say so once and stop checking them.
-        logger.warning("The outputs of preprocessor %s (policy %r) leave its observation_space %s, "
-                       "though the observations are in their space; not checking them any more",
-                       pp, pid, pp.observation_space)
-        check.trivial = True
-
-    # --- observations and transitions -------------------------------------------------
-    def _observe(self, ep: MultiAgentEpisode, obs: Dict[Any, Any], infos: Dict[Any, Any]) -> Dict[Any, Any]:
-        """observation_fn, then each agent's policy's preprocessor and filter."""
-        if self.settings.observation_fn is not None and obs:
-            obs = self.settings.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.env,
-                                               policies=self.worker.policy_map, episode=ep)
-            self._user_code_ran()
-        out = {}
-        mapped, raw_obs, last_info = ep._policy, ep._last_raw_obs, ep._last_info
-        uses, checked = self._use_cache, self._checked
-        step_checks = self._step_checks
-        detailed = self._detailed_checks
-        for aid, raw in obs.items():
-            pid = mapped.get(aid)
-            if pid is None:
-                pid = ep.policy_for(aid)
-            use = uses.get(pid)
-            if use is None:
-                use = self._uses(pid)
-            pp, filt, check, direct = use
-            if detailed or pid not in checked:
-                x = filt(self._checked_obs(ep, aid, pid, pp, check, raw))
-            elif direct and type(raw) is np.ndarray and raw.dtype == _FLOAT32:
-                # The common case: `_checked_obs` and the filter leave it as it is.
-                if step_checks and not check.ok(raw):
-                    self._explain(ep, aid, pid, pp, check, raw)
-                x = raw
-            else:  # `_checked_obs` after the first episode, inlined
-                try:
-                    x = pp.transform(raw)
-                except Exception:
-                    x = self._checked_obs(ep, aid, pid, pp, check, raw)  # raises, explaining
-                if step_checks and not check.ok(x):
-                    self._explain(ep, aid, pid, pp, check, raw)
-                x = filt(x)
-            out[aid] = x
-            raw_obs[aid] = raw
-            last_info[aid] = infos.get(aid, {})
-        return out
 
     def _start_episode(self, i: int, obs: Dict[Any, Any], infos: Dict[Any, Any],
                        carried: Optional[MultiAgentEpisode] = None) -> None:
@@ -534,6 +375,3 @@ def _first_rows(ep: MultiAgentEpisode) -> bool:
                 return True
     return False
 
-
-def _what(result: Any) -> str:
-    return f"a tuple of {len(result)}" if isinstance(result, tuple) else f"a {type(result).__name__}"

@@ -25,10 +25,6 @@ logger = logging.getLogger(__name__)
 SB = SampleBatch
 
 
-def wants_offline_input(config: dict) -> bool:
-    return config.get("input", "sampler") != "sampler"
-
-
 class OfflineSampler:
     """Reads batches instead of stepping envs (see the module docstring).
 

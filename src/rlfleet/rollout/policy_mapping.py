@@ -7,33 +7,31 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 import gymnasium as gym
 
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.env.multi_agent_env import MultiAgentEnv, is_pettingzoo_env
 from rlfleet.policy.policy_spec import PolicySpec
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 
 
 # --- when the multi-agent path is used ---------------------------------------------------
 def multi_agent_configured(config: dict) -> bool:
-    """True when the config asks for more than the single default policy."""
-    ma = config.get("multiagent") or {}
-    policies = ma.get("policies") or {}
-    if set(policies) - {DEFAULT_POLICY_ID}:
-        return True
-    spec = policies.get(DEFAULT_POLICY_ID)
-    if isinstance(spec, PolicySpec) and (spec.policy_class is not None or spec.observation_space is not None
-                                         or spec.action_space is not None or bool(spec.config)):
-        return True
-    return ma.get("policy_mapping_fn") is not None or ma.get("observation_fn") is not None
+    """True when the config asks for more than the single default policy (see
+    `MultiAgentSettings.configured`)."""
+    return MultiAgentSettings.from_config(config).configured
 
 
-def wants_multi_agent(env: Any, config: dict) -> bool:
-    """Whether a worker with `env` (one sub-env, or None) takes the multi-agent path."""
-    return isinstance(env, MultiAgentEnv) or (env is not None and is_pettingzoo_env(env)) \
-        or multi_agent_configured(config)
+def wants_multi_agent(env: Any, settings: Union[MultiAgentSettings, dict]) -> bool:
+    """Whether a worker with `env` (one sub-env, or None) takes the multi-agent path, under
+    `settings` (a `MultiAgentSettings`, or a config to read them from)."""
+    if isinstance(env, MultiAgentEnv) or (env is not None and is_pettingzoo_env(env)):
+        return True
+    if not isinstance(settings, MultiAgentSettings):
+        settings = MultiAgentSettings.from_config(settings)
+    return settings.configured
 
 
 # --- the policy mapping ------------------------------------------------------------------

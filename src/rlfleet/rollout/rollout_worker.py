@@ -2,8 +2,11 @@
 
 The same class runs in the trainer's process (the local worker, index 0) and, in the
 distributed setting, wrapped as a Ray actor. It always holds a `PolicyMap` (one policy is a
-map of one) and one sampler chosen by `sampler_choice.make_sampler`: the vectorised fast path for one
-policy on a single-agent env, the general multi-agent path otherwise.
+map of one) and one sampler chosen by `sampler_choice.make_sampler`: the vectorised sampler for one
+policy on a single-agent env, the general multi-agent path otherwise. Its env is built by
+`worker_env.make_worker_env`; the config is read once into typed settings (`EpisodeRules`,
+`MultiAgentSettings`, `SamplerSettings`) that the env, the policies' wiring and the sampler
+share.
 """
 from __future__ import annotations
 
@@ -11,20 +14,13 @@ import dataclasses
 import logging
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 
-from rlfleet.env.as_multi_agent import as_multi_agent
 from rlfleet.env.env_context import EnvContext
-from rlfleet.env.external_env import ExternalEnv
-from rlfleet.env.envpool_env import check_worker_config as check_envpool_config
-from rlfleet.env.envpool_env import envpool_threads, find_envpool_creator
 from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.env.multi_agent_env import MultiAgentEnv, MultiAgentVectorEnv
-from rlfleet.env.vector_env import VectorEnv
-from rlfleet.env.wrappers.atari import is_atari, with_atari_preprocessing
-from rlfleet.env.wrappers.video import with_video
 from rlfleet.models.preprocessors import get_preprocessor
 from rlfleet.offline.io_context import IOContext
 from rlfleet.offline.writer import make_output_writer
@@ -34,13 +30,14 @@ from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.name_registries import NameRegistries
 from rlfleet.rollout.offline_sampler import OfflineSampler
-from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces, wants_multi_agent
+from rlfleet.rollout.policy_mapping import default_policy_mapping_fn, infer_spaces
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.rollout.sampler_choice import make_sampler
+from rlfleet.rollout.worker_env import as_general_env, make_worker_env, sub_env_seeds
 from rlfleet.utils.deep_update import merge_dicts
-from rlfleet.utils.seeding import derive_seed
 from rlfleet.utils.filters import get_filter
 from rlfleet.utils.safe_files import check_weights_fit
 
@@ -65,6 +62,8 @@ class RolloutWorker:
         preprocessors, filters: per policy id.
         policy_mapping_fn: `(agent_id, episode, worker, **kw) -> policy_id` for new episodes.
         policies_to_train: the ids `learn_on_batch` trains.
+        multi_agent: the `MultiAgentSettings` read from the config (once, here).
+        rules: the `EpisodeRules` read from the config (once, here).
         env: the vector env (`VectorEnv`, `RemoteVectorEnv` or `MultiAgentVectorEnv`), or None.
         sampler: the `Sampler`, or None without an env.
     """
@@ -99,24 +98,26 @@ class RolloutWorker:
         self.env_context = EnvContext(config.get("env_config") or {}, worker_index=worker_index,
                                       num_workers=num_workers)
         self.callbacks = config["callbacks"]()
-        ma = config.get("multiagent") or {}
-        self.policy_map = PolicyMap(capacity=int(ma.get("policy_map_capacity") or 100),
-                                    cache_dir=ma.get("policy_map_cache"))
+        # The settings this worker and everything it builds read: each read from the config once.
+        self.multi_agent = ma = MultiAgentSettings.from_config(config)
+        self.rules = EpisodeRules.from_config(config)
+        self.policy_map = PolicyMap(capacity=ma.policy_map_capacity, cache_dir=ma.policy_map_cache)
         self.preprocessors: Dict[str, Any] = {}
         self.filters: Dict[str, Any] = {}
-        self.policy_mapping_fn: Callable = ma.get("policy_mapping_fn") or default_policy_mapping_fn
+        self.policy_mapping_fn: Callable = ma.policy_mapping_fn or default_policy_mapping_fn
         self._default_policy_class = policy_class
-        self._is_atari = False
-        self.env = self._make_env(env_creator) if env_creator is not None else None
+        self.env, is_atari = (None, False) if env_creator is None else make_worker_env(
+            env_creator, config, env_context=self.env_context, rules=self.rules, multi_agent=ma, log_dir=log_dir)
 
-        policies = ma.get("policies") or {DEFAULT_POLICY_ID: PolicySpec(config={})}
+        policies = ma.policies or {DEFAULT_POLICY_ID: PolicySpec(config={})}
         for pid, spec in policies.items():
             self._build_policy(pid, spec, config)
-        to_train = ma.get("policies_to_train")
+        to_train = ma.policies_to_train
         self._train_all = to_train is None
         self.policies_to_train = list(self.policy_map) if to_train is None else self._checked_ids(to_train)
 
-        self._settings = SamplerSettings.from_config(config, is_atari=self._is_atari, worker_index=worker_index)
+        self._settings = SamplerSettings.from_config(config, is_atari=is_atari, worker_index=worker_index,
+                                                     rules=self.rules, multi_agent=ma)
         # A policy whose learner reads env infos (the bandits' regret) gets the `infos` column.
         self._policies_need_infos = any(p.needs_infos for p in self.policy_map.values())
         if self._policies_need_infos:
@@ -143,51 +144,6 @@ class RolloutWorker:
         return self._default_policy_class
 
     # --- building ----------------------------------------------------------------
-    def _env_seeds(self, num_envs: int) -> List[Optional[int]]:
-        seed = self.config.get("seed")
-        return [None if seed is None else derive_seed(seed, self.worker_index, i) & 0xFFFFFFFF
-                for i in range(num_envs)]
-
-    def _make_env(self, env_creator: Callable) -> Union[VectorEnv, MultiAgentVectorEnv, Any]:
-        """The vector env: single-agent (local or remote sub-envs) or multi-agent."""
-        config = self.config
-        # Atari image envs get the DeepMind (or generic) preprocessing `preprocessor_pref` asks for.
-        env_creator = with_atari_preprocessing(env_creator, config)
-        # `record_env` / `render_env`: sub-env 0 of the worker that samples (env/wrappers/video.py).
-        env_creator = with_video(env_creator, config, worker_index=self.worker_index, num_workers=self.num_workers,
-                                 log_dir=self.log_dir)
-        num_envs = int(config["num_envs_per_worker"])
-        seeds = self._env_seeds(num_envs)
-        rules = EpisodeRules.from_config(config)
-        pool = find_envpool_creator(env_creator)
-        if pool is not None:  # "envpool:<id>": one pool of num_envs C++ envs, stepped as a batch
-            check_envpool_config(config, multi_agent=wants_multi_agent(None, config))
-            env = pool.make_vector_env(self.env_context, num_envs=num_envs, seeds=seeds, rules=rules,
-                                       num_threads=envpool_threads(config, self.worker_index))
-            self._is_atari = env.is_atari
-            return env
-        if config.get("remote_worker_envs"):
-            if wants_multi_agent(None, config):
-                raise ValueError("'remote_worker_envs': True is not available with multi-agent envs or policies "
-                                 "yet; use False")
-            from rlfleet.rollout.remote_vector_env import RemoteVectorEnv
-
-            contexts = [self.env_context.copy_with_overrides(vector_index=i, remote=True) for i in range(num_envs)]
-            env = RemoteVectorEnv(env_creator, contexts, rules=rules, seeds=seeds,
-                                  batch_wait_ms=config.get("remote_env_batch_wait_ms", 0))
-            self._is_atari = env.is_atari
-            return env
-        envs = [env_creator(self.env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
-        if isinstance(envs[0], ExternalEnv):  # it drives itself: served by ExternalEnvSampler
-            if num_envs != 1:
-                raise ValueError(f"'num_envs_per_worker': {num_envs} with an ExternalEnv ({type(envs[0]).__name__}); "
-                                 "an external env runs its own episodes (up to max_concurrent at once): use 1")
-            return envs[0]
-        self._is_atari = isinstance(envs[0], gym.Env) and is_atari(envs[0])
-        if wants_multi_agent(envs[0], config):
-            return MultiAgentVectorEnv([as_multi_agent(e) for e in envs], seeds=seeds)
-        return VectorEnv(envs, rules=rules, seeds=seeds)
-
     def _probe_env(self):
         """The env policies infer their spaces from: sub-env 0 (multi-agent) or the vector env."""
         if isinstance(self.env, MultiAgentVectorEnv):
@@ -231,16 +187,13 @@ class RolloutWorker:
         return ids
 
     def _use_general_sampler(self, why: str) -> None:
-        """Moves a fast-path worker onto the general (multi-agent) sampler: its env becomes
-        one agent, "agent0"; episodes in flight are dropped, their metrics kept."""
-        if self.env is None or isinstance(self.env, (MultiAgentVectorEnv, ExternalEnv)):
+        """Moves a vectorised single-agent worker onto the general (multi-agent) sampler: its
+        env becomes one agent, "agent0"; episodes in flight are dropped, their metrics kept."""
+        env = as_general_env(self.env, why, self._async is not None)
+        if env is None:
             return  # already on a sampler with per-agent policies
-        if self._async is not None:
-            raise ValueError(f"{why} is not available with 'sample_async': True yet")
-        if not isinstance(self.env, VectorEnv):
-            raise ValueError(f"{why} is not available with 'remote_worker_envs': True or an 'envpool:' env yet")
         old = self.sampler
-        self.env = MultiAgentVectorEnv([as_multi_agent(e) for e in self.env.envs])
+        self.env = env
         self.sampler = make_sampler(self, self._settings)
         if old is not None:
             self.sampler.set_state(old.get_state())  # episode ids keep counting
@@ -257,7 +210,7 @@ class RolloutWorker:
 
     def sample(self):
         """One batch: `rollout_fragment_length * num_envs_per_worker` steps (see batch_mode);
-        a SampleBatch on the fast path, a MultiAgentBatch on the general one."""
+        a SampleBatch from the vectorised single-agent sampler, a MultiAgentBatch otherwise."""
         sampler = self._require_sampler()
         batch = self._async.next() if self._async is not None else sampler.sample()
         if self.callbacks.overrides("on_sample_end"):
@@ -447,10 +400,7 @@ class RolloutWorker:
         """Drops the episodes in flight: the next `sample()` resets every sub-env, seeded
         from `seed`, this worker's index and the sub-env's index (None: unseeded)."""
         if self.env is not None:
-            self.env.seed_next_reset([
-                None if seed is None else derive_seed(seed, self.worker_index, i) & 0xFFFFFFFF
-                for i in range(self.env.num_envs)
-            ])
+            self.env.seed_next_reset(sub_env_seeds(seed, self.worker_index, self.env.num_envs))
         if self.sampler is not None:
             self.sampler.restart()
 

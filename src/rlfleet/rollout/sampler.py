@@ -1,4 +1,4 @@
-"""The single-agent fast path: a vector of envs, one batched forward pass per step.
+"""The vectorised single-agent sampler: a vector of envs, one batched forward pass per step.
 
 Everything a step writes goes into preallocated time-major arrays `[T, num_envs, ...]`
 (rollout/chunk_buffers.py); a finished chunk is turned into one env-major SampleBatch (each
@@ -6,43 +6,35 @@ sub-env's steps contiguous) and postprocessed by the policy in one vectorised ca
 policy acts through one actor per chunk (`policy.actor`, policy/actor.py), whose `finish()`
 fills in the columns it deferred.
 
-What the envs return is checked as it arrives (`rlfleet.env.checks`): each observation in
-detail until the first episode ends, then the stacked preprocessed observations and the
-rewards with a few vectorised calls per step (none with `disable_env_checking`). An env
-that raises or breaks its contract is an `EnvError` naming the env, worker, sub-env,
-episode and step; the sampler then stops (every later collection raises it again, so a
-remote worker counts as failed) until `restart()`.
+What the envs return is checked as it arrives (rollout/single_agent_checks.py). An env that
+raises or breaks its contract is an `EnvError` naming the env, worker, sub-env, episode and
+step; the sampler then stops (every later collection raises it again, so a remote worker
+counts as failed) until `restart()`.
 """
 from __future__ import annotations
 
-import logging
-import math
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
 
-from rlfleet.env.checks import (EnvCheckError, EnvError, ObsBatchCheck, env_call_error, observation_problem,
-                                reward_problem)
+from rlfleet.env.checks import EnvError, env_call_error
 from rlfleet.env.vector_env import VectorEnv
-from rlfleet.models.preprocessors import NoPreprocessor
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.rollout.chunk_buffers import action_layout_of, alloc_chunk, chunk_to_batch, env_label, split_complete
+from rlfleet.rollout.chunk_buffers import action_layout_of, alloc_chunk, chunk_to_batch, split_complete
 from rlfleet.rollout.episode import Episode, RolloutMetrics
-from rlfleet.rollout.metrics import summarize_perf
 from rlfleet.rollout.postprocessing import drop_state_outs, postprocess_for_learning
 from rlfleet.rollout.sampler_api import SamplerSettings
+from rlfleet.rollout.single_agent_checks import SingleAgentEnvChecks
 from rlfleet.utils.compression import compress_columns
-from rlfleet.utils.filters import NoFilter
 from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
-logger = logging.getLogger(__name__)
 
 
-class SingleAgentSampler:
+class SingleAgentSampler(SingleAgentEnvChecks):
     """Collects fragments or complete episodes from a VectorEnv with one policy.
 
     Args:
@@ -57,13 +49,13 @@ class SingleAgentSampler:
 
     def __init__(self, *, worker, vector_env: VectorEnv, policy, preprocessor, obs_filter, callbacks,
                  settings: SamplerSettings):
+        super().__init__(settings, vector_env, preprocessor, obs_filter)
         self.worker = worker
         self.env = vector_env
         self.policy = policy
         self.preprocessor = preprocessor
         self.filter = obs_filter
         self.callbacks = callbacks
-        self.settings = settings
         self.num_envs = vector_env.num_envs
         self.action_space = vector_env.action_space
         self._act_shape, self._act_dtype = action_layout_of(self.action_space)
@@ -83,8 +75,6 @@ class SingleAgentSampler:
         self._state: List[np.ndarray] = []
 
         n = self.num_envs
-        self._eps_counter = 0
-        self._eps_base = settings.episode_id_base
         self._cur_obs: Optional[np.ndarray] = None
         self._eps_id = np.zeros(n, dtype=np.int64)
         self._ep_len = np.zeros(n, dtype=np.int64)
@@ -93,26 +83,6 @@ class SingleAgentSampler:
         self._pending: List[List[SampleBatch]] = [[] for _ in range(n)]
         self._buffers: Dict[str, np.ndarray] = {}
         self._chunk_len = self.settings.fragment_length
-        self.steps_since_sync = 0
-        self.metrics: List[RolloutMetrics] = []
-        self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
-        # Env checks (see the module docstring): detailed until the first episode ends,
-        # then vectorised unless `disable_env_checking`.
-        # The space the policy's preprocessor was built for (the config's `observation_space`
-        # when set, else the env's): what the observations must match.
-        space = getattr(preprocessor, "original_space", None)
-        self._obs_space = vector_env.observation_space if space is None else space
-        self._obs_check = ObsBatchCheck(preprocessor.observation_space)
-        self._detailed_checks = True
-        self._step_checks = True
-        self._failed: Optional[EnvError] = None
-        # A Box env without an observation filter (the common case): the buffers hold what the
-        # env returned (as float32), so each step checks only that it is finite (one sum) and
-        # the bounds are checked once per chunk, over the whole `new_obs` buffer (an error
-        # still names the exact step). Otherwise the bounds are checked at every step (a
-        # stateful filter must never see a bad observation).
-        self._bounds_per_chunk = isinstance(preprocessor, NoPreprocessor) and isinstance(obs_filter, NoFilter)
-        self._float_obs = preprocessor.dtype != np.uint8
 
     # --- public ------------------------------------------------------------------
     def sample(self) -> SampleBatch:
@@ -143,29 +113,13 @@ class SingleAgentSampler:
                 self._split_complete(self._chunk_to_batch(rows))
         return self.metrics[start:]
 
-    def get_state(self) -> Dict[str, Any]:
-        # Episode ids keep counting across a checkpoint restore (they key offline data).
-        return {"episodes_started": int(self._eps_counter)}
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        self._eps_counter = int(state.get("episodes_started", self._eps_counter))
-
     def restart(self) -> None:
         """Forgets the episodes in flight (and an env failure); the next collection resets
         every sub-env."""
-        self._failed = None
+        self._forget()
         self._cur_obs = None
         self._pending = [[] for _ in range(self.num_envs)]
         self._episodes = [None] * self.num_envs
-        self.metrics = []
-        self.steps_since_sync = 0
-
-    def pop_metrics(self) -> List[RolloutMetrics]:
-        out, self.metrics = self.metrics, []
-        return out
-
-    def perf_stats(self) -> Dict[str, float]:
-        return summarize_perf(self._perf)
 
     # --- the step loop -------------------------------------------------------------
     def _start(self) -> None:
@@ -188,99 +142,6 @@ class SingleAgentSampler:
         for i in range(self.num_envs):
             self._new_episode(i, raw[i])
 
-    # --- env checks (rlfleet.env.checks) ---------------------------------------------
-    def _located(self, error: EnvError, index: Optional[int] = None, step: Optional[int] = None,
-                 episode: Optional[int] = None) -> EnvError:
-        """`error` with this sampler's part of the location (a sub-env's step within its
-        episode: 0 for its reset); remembered: later collections raise it again (the envs
-        are mid-step, in an unknown state) until `restart()`."""
-        index = error.sub_env_index if error.sub_env_index is not None else index
-        if episode is None and index is not None:
-            # Before the first reset went through, the episode is the one about to start.
-            started = self._cur_obs is not None
-            episode = int(self._eps_id[index]) if started else self._eps_base + self._eps_counter + index + 1
-        error = error.with_context(env_id=self.settings.env_id or env_label(self.env),
-                                   worker_index=self.settings.worker_index, sub_env_index=index,
-                                   episode_id=episode, step=step)
-        self._failed = error
-        return error
-
-    def _check_each(self, raw_obs, indices, steps, episode: Optional[int] = None) -> None:
-        """The detailed check of each raw observation: sub-env `indices[k]` gave
-        `raw_obs[k]` at its episode's step `steps[k]`."""
-        space = self._obs_space
-        for i, obs, step in zip(indices, raw_obs, steps):
-            problem = observation_problem(obs, space)
-            if problem is not None:
-                raise self._located(EnvCheckError(problem), i, int(step), episode)
-
-    def _transform(self, raw_obs: List, steps) -> np.ndarray:
-        """The preprocessed observations of every sub-env (each at its episode's `steps[i]`;
-        None: the step after the current one)."""
-        try:
-            return self.preprocessor.transform_batch(raw_obs)
-        except Exception as e:
-            # Say which observation the preprocessor could not read, and why.
-            steps = self._ep_len + 1 if steps is None else steps
-            self._check_each(raw_obs, range(len(raw_obs)), steps)
-            raise self._located(EnvCheckError(
-                f"the preprocessor {self.preprocessor} could not read the observations: {e}")) from e
-
-    def _first_obs(self, i: int, raw) -> np.ndarray:
-        """Sub-env `i`'s first observation of its next episode, preprocessed and checked
-        like a step's (the vectorised check; details only when it fails)."""
-        episode = self._eps_base + self._eps_counter + 1  # the id it is about to get
-        try:
-            obs = self.preprocessor.transform(raw)
-        except Exception as e:
-            self._check_each([raw], [i], [0], episode)
-            raise self._located(EnvCheckError(f"the preprocessor {self.preprocessor} could not read the "
-                                              f"observation: {e}"), i, 0, episode) from e
-        if self._step_checks and not (self._finite(obs) if self._bounds_per_chunk else self._obs_check.ok(obs)):
-            self._check_each([raw], [i], [0], episode)
-        return obs
-
-    def _step_ok(self, obs: np.ndarray, rewards: np.ndarray) -> bool:
-        """The vectorised per-step check (see `_bounds_per_chunk`). A sum is NaN / inf when
-        any term is (finite terms overflow only past 1e38 for float32 observations, 1e308 for
-        rewards: then `_explain_step` finds nothing and sampling goes on)."""
-        if not math.isfinite(np.add.reduce(rewards)):
-            return False
-        if self._bounds_per_chunk:
-            return self._finite(obs)
-        return self._obs_check.ok(obs)
-
-    def _finite(self, obs: np.ndarray) -> bool:
-        return not self._float_obs or math.isfinite(np.add.reduce(obs, axis=None))
-
-    def _explain_chunk(self, rows: int) -> None:
-        """Raises the EnvCheckError for the chunk's first out-of-bounds observation (`obs`
-        rows hold each episode's first one, `new_obs` rows the ones steps returned)."""
-        b = self._buffers
-        space = self.preprocessor.observation_space  # the env's Box, as float32
-        for t in range(rows):
-            for i in range(self.num_envs):
-                for key, step in ((SB.OBS, int(b[SB.T][t, i])), (SB.NEXT_OBS, int(b[SB.T][t, i]) + 1)):
-                    if not self._obs_check.ok(b[key][t, i]):
-                        problem = observation_problem(b[key][t, i], space) or f"observation outside {space}"
-                        raise self._located(EnvCheckError(problem), i, step, int(b[SB.EPS_ID][t, i]))
-
-    def _explain_step(self, raw_obs: List, rewards: np.ndarray, obs: np.ndarray) -> None:
-        """Raises the EnvCheckError for a step whose vectorised check failed."""
-        for i in range(self.num_envs):
-            problems = [p for p in (observation_problem(raw_obs[i], self._obs_space), reward_problem(rewards[i]))
-                        if p is not None]
-            if problems:
-                raise self._located(EnvCheckError("; ".join(problems)), i, int(self._ep_len[i]) + 1)
-        if self._obs_check.ok(obs):
-            return
-        # The env is not at fault: the preprocessor's outputs leave the space it declares
-        # (a custom preprocessor). Say so once and stop checking them.
-        logger.warning("The outputs of preprocessor %s leave its observation_space %s, though the env's "
-                       "observations are in their space; not checking them any more",
-                       self.preprocessor, self.preprocessor.observation_space)
-        self._obs_check.trivial = True
-
     def _alloc(self, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
         self._buffers = alloc_chunk(self._chunk_len, self.num_envs, self._cur_obs, (self._act_shape, self._act_dtype),
                                     extra, deferred, self.settings.record_infos)
@@ -292,8 +153,7 @@ class SingleAgentSampler:
             return self._collect_chunk(stop)
 
     def _collect_chunk(self, stop: Callable[[], bool]) -> int:
-        if self._failed is not None:
-            raise self._failed.with_context()
+        self._raise_if_failed()
         if self._cur_obs is None:
             self._start()
         self._finished_steps = 0

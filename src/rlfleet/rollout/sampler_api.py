@@ -1,7 +1,7 @@
 """What every sampler offers (`Sampler`), and the per-run settings it reads once (`SamplerSettings`).
 
 A RolloutWorker holds one sampler, chosen by `sampler_choice.make_sampler`: the vectorised
-fast path (`sampler.SingleAgentSampler`: one policy, a single-agent env) or the general path
+sampler (`sampler.SingleAgentSampler`: one policy, a single-agent env) or the general path
 (`multi_agent_sampler.MultiAgentSampler`: policy mapping, per-agent trajectories). Offline
 readers and fake samplers implement the same protocol.
 """
@@ -15,6 +15,7 @@ import numpy as np
 from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 
 RewardClipper = Callable[[np.ndarray], np.ndarray]
 
@@ -63,6 +64,9 @@ class SamplerSettings:
             rewards after the first episode too (see `rlfleet.env.checks`).
         record_infos: record each step's info dict in an `infos` column (object dtype),
             for `output` to write; the worker drops the column after writing.
+        sample_collector: `sample_collector`: a custom Sampler class (None: the built-in ones).
+        offline_input: `input` is not "sampler": batches are read, not collected from the env.
+        fake_sampler: `fake_sampler`: the first batch is re-served forever (learner benchmarks).
     """
 
     fragment_length: int
@@ -81,10 +85,17 @@ class SamplerSettings:
     worker_index: int = 0
     check_env_steps: bool = True
     record_infos: bool = False
+    sample_collector: Any = None
+    offline_input: bool = False
+    fake_sampler: bool = False
 
     @classmethod
-    def from_config(cls, config: dict, *, is_atari: bool = False, worker_index: int = 0) -> "SamplerSettings":
-        ma = config.get("multiagent") or {}
+    def from_config(cls, config: dict, *, is_atari: bool = False, worker_index: int = 0,
+                    rules: Optional[EpisodeRules] = None,
+                    multi_agent: Optional[MultiAgentSettings] = None) -> "SamplerSettings":
+        """The settings of `config`; `rules` and `multi_agent`, when the caller read them
+        already (a worker reads each once), are used as they are."""
+        ma = multi_agent if multi_agent is not None else MultiAgentSettings.from_config(config)
         return cls(
             fragment_length=int(config["rollout_fragment_length"]),
             complete_episodes=config["batch_mode"] == "complete_episodes",
@@ -94,14 +105,17 @@ class SamplerSettings:
             reward_clipper=make_reward_clipper(config.get("clip_rewards"), is_atari),
             compress_observations=bool(config.get("compress_observations", False)),
             render=bool(config.get("render_env")),
-            rules=EpisodeRules.from_config(config),
-            count_agent_steps=ma.get("count_steps_by", "env_steps") == "agent_steps",
-            observation_fn=ma.get("observation_fn"),
+            rules=rules if rules is not None else EpisodeRules.from_config(config),
+            count_agent_steps=ma.count_agent_steps,
+            observation_fn=ma.observation_fn,
             episode_id_base=int(worker_index) << 40,
             env_id=env_name(config.get("env")),
             worker_index=int(worker_index),
             check_env_steps=not config.get("disable_env_checking", False),
             record_infos=config.get("output") is not None,
+            sample_collector=config.get("sample_collector"),
+            offline_input=config.get("input", "sampler") != "sampler",
+            fake_sampler=bool(config.get("fake_sampler")),
         )
 
 

@@ -1,7 +1,7 @@
 """Which sampler a RolloutWorker samples with (`make_sampler`): a custom `sample_collector`,
 the offline reader for `input`, else the env sampler: `ExternalEnvSampler` for an ExternalEnv,
-the vectorised fast path
-(`SingleAgentSampler`) for one policy on a single-agent env, the multi-agent fast path
+the vectorised single-agent sampler
+(`SingleAgentSampler`) for one policy on a single-agent env, the vectorised multi-agent sampler
 (`VectorMultiAgentSampler`) for slot envs (env/vector_multi_agent_env.py) where the config
 allows, the general multi-agent path (`MultiAgentSampler`) otherwise; `fake_sampler` re-serves the first batch.
 
@@ -17,7 +17,7 @@ from rlfleet.env.multi_agent_env import MultiAgentVectorEnv
 from rlfleet.rollout.external_sampler import ExternalEnvSampler
 from rlfleet.rollout.fake_sampler import FakeSampler, custom_sampler
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
-from rlfleet.rollout.offline_sampler import OfflineSampler, wants_offline_input
+from rlfleet.rollout.offline_sampler import OfflineSampler
 from rlfleet.rollout.sampler import SingleAgentSampler
 from rlfleet.rollout.sampler_api import Sampler, SamplerSettings
 from rlfleet.rollout.vector_multi_agent_sampler import VectorMultiAgentSampler
@@ -29,23 +29,22 @@ logger = logging.getLogger(__name__)
 def make_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> Optional[Sampler]:
     """The sampler for `worker`'s env and policies (None when it has no env).
 
-    The fast path (`SingleAgentSampler`) when the env is a single-agent vector env and the
-    worker has one policy; the general path (`MultiAgentSampler`) otherwise.
+    The vectorised single-agent sampler (`SingleAgentSampler`) when the env is a single-agent
+    vector env and the worker has one policy; the general path (`MultiAgentSampler`) otherwise.
 
     Args:
-        acting_policy: the fast path's acting policy when it is not the worker's own
-            (`sample_async` acts with a copy).
+        acting_policy: the vectorised single-agent sampler's acting policy when it is not the
+            worker's own (`sample_async` acts with a copy).
     """
-    collector = worker.config.get("sample_collector")
-    if collector is not None:
-        sampler = custom_sampler(collector, worker, settings)
-    elif wants_offline_input(worker.config):
+    if settings.sample_collector is not None:
+        sampler = custom_sampler(settings.sample_collector, worker, settings)
+    elif settings.offline_input:
         # Offline input: a reader is the sampler; the env sampler is made when needed.
         sampler = OfflineSampler(worker=worker, settings=settings, log_dir=worker.log_dir,
                                  make_env_sampler=lambda: _env_sampler(worker, settings))
     else:
         sampler = _env_sampler(worker, settings, acting_policy)
-    if worker.config.get("fake_sampler") and sampler is not None:
+    if settings.fake_sampler and sampler is not None:
         # Learner benchmarks: the first batch, re-served forever (rollout/fake_sampler.py).
         sampler = FakeSampler(sampler)
     return sampler
@@ -66,7 +65,7 @@ def _env_sampler(worker: Any, settings: SamplerSettings, acting_policy=None) -> 
         return ExternalEnvSampler(worker=worker, env=env, callbacks=worker.callbacks, settings=settings)
     if isinstance(env, MultiAgentVectorEnv):
         why = vector_sampler_unavailable(worker, settings)
-        if why is None:  # slot envs: the multi-agent fast path
+        if why is None:  # slot envs: the vectorised multi-agent sampler
             return VectorMultiAgentSampler(worker=worker, vector_env=env, callbacks=worker.callbacks,
                                            settings=settings)
         if why != NOT_SLOT_ENVS:

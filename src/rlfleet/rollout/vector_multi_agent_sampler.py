@@ -1,17 +1,16 @@
-"""The multi-agent fast path: slot envs (env/vector_multi_agent_env.py), arrays per policy.
+"""The vectorised multi-agent sampler: slot envs (env/vector_multi_agent_env.py), arrays per policy.
 
 Each policy owns the slots the policy mapping gives it (`policy_mapping_fn` is called once
 per slot, again only when the worker's mapping or policies change), all in one group of the
-env's slot layout: a *lane* (`_Lane`). Per step, each lane gathers its slots' observations of
-every sub-env into its preallocated `[T, num_envs, slots]` buffers and acts on them in one
-batched forward pass through its policy's chunk actor (policy/actor.py), whose `finish()`
-fills in the log-likelihoods and values of the whole chunk at once. Dead slots are acted on
-too (their rows are masked out): fixed shapes, no per-agent Python work.
+env's slot layout: a *lane* (`SlotLane`, rollout/slot_lanes.py). Per step, each lane gathers
+its slots' observations of every sub-env into its preallocated `[T, num_envs, slots]`
+buffers and acts on them in one batched forward pass through its policy's chunk actor
+(policy/actor.py), whose `finish()` fills in the log-likelihoods and values of the whole
+chunk at once. Dead slots are acted on too (their rows are masked out): fixed shapes, no
+per-agent Python work. Episodes end by `EpisodeRules.end_many`, for every sub-env at once.
 
-A batch is built from the buffers without per-agent objects: rows ordered by sub-env, then
-slot, then time, masked by the `alive` flags, and postprocessed by the policy in one call
-per policy (GAE runs vectorised over all of its trajectories: each (episode, slot) is one,
-segmented by a temporary trajectory key that replaces `eps_id` during postprocessing).
+A batch is built from the buffers without per-agent objects, one postprocessing call per
+policy (`lane_batch`, rollout/slot_lanes.py).
 
 Semantics are the general path's (rollout/multi_agent_sampler.py) for envs whose agents act
 at every step they are alive (parallel envs): the same rows, episode rules, metrics
@@ -22,7 +21,6 @@ the general path instead.
 """
 from __future__ import annotations
 
-import logging
 import math
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -36,36 +34,18 @@ from rlfleet.env.vector_multi_agent_env import SlotReset, VectorMultiAgentEnv
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
-from rlfleet.rollout.metrics import summarize_perf
-from rlfleet.rollout.policy_mapping import call_mapping_fn
-from rlfleet.rollout.postprocessing import postprocess_for_learning
 from rlfleet.rollout.sampler_api import SamplerSettings
-from rlfleet.rollout.vector_sampler_eligibility import OtherAgentBatchesUnavailable, vector_sampler_unavailable
+from rlfleet.rollout.sampler_bookkeeping import SamplerBookkeeping
+from rlfleet.rollout.slot_lanes import VALID as _VALID
+from rlfleet.rollout.slot_lanes import SlotLane, lane_batch, map_slot_lanes
+from rlfleet.rollout.vector_sampler_eligibility import vector_sampler_unavailable
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
-logger = logging.getLogger(__name__)
-_VALID = "_valid"  # the buffers' alive mask (not a batch column)
-class _Lane:
-    """One policy's slots (all of one group) and its chunk buffers `[T, num_envs, slots, ...]`."""
-
-    def __init__(self, pid: str, group: str, slots: np.ndarray, group_size: int, first_index: int):
-        self.pid = pid
-        self.group = group
-        self.slots = slots
-        self.full = len(slots) == group_size and bool((slots == np.arange(group_size)).all())
-        # How to index the group's `[num_envs, S, ...]` arrays: a slice (views, no copies)
-        # when the slots are consecutive, else the index array.
-        consecutive = bool((np.diff(slots) == 1).all())
-        self.index = slice(int(slots[0]), int(slots[-1]) + 1) if consecutive else slots
-        self.agent_index = first_index + slots  # the `agent_index` column: the slot's place in the layout
-        self.reward_keys: List[Tuple[Any, str]] = []  # per slot, its `agent_rewards` key (set by the sampler)
-        self.buffers: Dict[str, np.ndarray] = {}  # its policy's own columns (the env's are per group)
-        self.steps = 0  # the buffers' T
 
 
-class VectorMultiAgentSampler:
+class VectorMultiAgentSampler(SamplerBookkeeping):
     """Collects MultiAgentBatches from slot envs, one batched forward pass per policy per step.
 
     Args:
@@ -78,22 +58,16 @@ class VectorMultiAgentSampler:
     """
 
     def __init__(self, *, worker, vector_env: MultiAgentVectorEnv, callbacks, settings: SamplerSettings):
+        super().__init__(settings)
         self.worker = worker
         self.base_env = vector_env
         self.env = VectorMultiAgentEnv(vector_env.envs, seeds=vector_env.next_seed)
         self.callbacks = callbacks
-        self.settings = settings
         self.num_envs = self.env.num_envs
         self.groups = self.env.groups
-        self.steps_since_sync = 0
-        self.metrics: List[RolloutMetrics] = []
-        self._perf = {"env_wait": 0.0, "inference": 0.0, "processing": 0.0, "steps": 0}
-        self._eps_base = settings.episode_id_base
-        self._eps_counter = 0
-        self._lanes: List[_Lane] = []
+        self._lanes: List[SlotLane] = []
         self._lanes_key: Optional[tuple] = None
         self._cur_obs: Optional[Dict[str, np.ndarray]] = None
-        self._failed: Optional[EnvError] = None
         self._checked_first = False
         self._bufs: Optional[Dict[str, Dict[str, np.ndarray]]] = None
         self._env_eps = self._env_t = np.zeros((0, 0), np.int64)  # per step and sub-env: its episode's id, step
@@ -131,55 +105,16 @@ class VectorMultiAgentSampler:
 
     def restart(self) -> None:
         """Forgets the episodes in flight (and an env failure); the next step resets every sub-env."""
-        self._failed = None
+        self._forget()
         self._cur_obs = None
-        self.metrics = []
-        self.steps_since_sync = 0
-
-    def pop_metrics(self) -> List[RolloutMetrics]:
-        out, self.metrics = self.metrics, []
-        return out
-
-    def get_state(self) -> Dict[str, Any]:
-        """The episode counter (episode ids keep counting across a checkpoint restore)."""
-        return {"episodes_started": int(self._eps_counter)}
-
-    def perf_stats(self) -> Dict[str, float]:
-        return summarize_perf(self._perf)
-
-    def set_state(self, state: Dict[str, Any]) -> None:
-        self._eps_counter = int(state.get("episodes_started", self._eps_counter))
 
     # --- lanes: the policy mapping, once per slot ----------------------------------------------
     def _ensure_lanes(self) -> None:
         w = self.worker
         key = (w.policy_mapping_fn, tuple(w.policy_map))
-        if key == self._lanes_key:
-            return
-        owned: Dict[str, Tuple[str, List[int]]] = {}
-        first = 0
-        firsts = {}
-        for name, group in self.groups.items():
-            firsts[name] = first
-            first += group.num_slots
-            for k, aid in enumerate(group.agents):
-                pid = call_mapping_fn(w.policy_mapping_fn, aid, None, w)
-                if pid not in w.policy_map:
-                    raise ValueError(f"The policy mapping returned {pid!r} for agent {aid!r}, which is not a policy "
-                                     f"of this worker; known policy ids: {sorted(w.policy_map)}")
-                lane = owned.setdefault(pid, (name, []))
-                if lane[0] != name:
-                    raise ValueError(f"Policy {pid!r} is mapped to agents of slot groups {lane[0]!r} and {name!r}; on "
-                                     "the vectorised multi-agent path a policy acts for slots of one group (map each "
-                                     "group to its own policies)")
-                lane[1].append(k)
-        order = [pid for pid in w.policy_map if pid in owned]  # the policy map's order, as the general path
-        self._lanes = [_Lane(pid, owned[pid][0], np.array(owned[pid][1]), self.groups[owned[pid][0]].num_slots,
-                             firsts[owned[pid][0]]) for pid in order]
-        for lane in self._lanes:
-            agents = self.groups[lane.group].agents
-            lane.reward_keys = [(agents[k], lane.pid) for k in lane.slots.tolist()]
-        self._lanes_key = key
+        if key != self._lanes_key:
+            self._lanes = map_slot_lanes(w, self.groups)
+            self._lanes_key = key
 
     # --- episodes -------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -195,15 +130,13 @@ class VectorMultiAgentSampler:
         try:
             first = self.env.reset_at(i)
         except Exception as e:
-            raise self._located(env_call_error("reset()", e), i, 0,
-                                episode=self._eps_base + self._eps_counter + 1) from e
+            raise self._located(env_call_error("reset()", e), i, 0, episode=self._next_episode_id()) from e
         if not self._checked_first:  # the first episode's observations, in detail
             for g, group in self.groups.items():
                 for k in np.flatnonzero(first.alive[g]):
                     problem = observation_problem(first.obs[g][k], group.observation_space)
                     if problem is not None:
-                        raise self._located(EnvCheckError(problem), i, 0, group.agents[k],
-                                            self._eps_base + self._eps_counter + 1)
+                        raise self._located(EnvCheckError(problem), i, 0, group.agents[k], self._next_episode_id())
         return first
 
     def _new_episode(self, i: int, first: SlotReset) -> None:
@@ -238,8 +171,7 @@ class VectorMultiAgentSampler:
     def _collect(self, steps: int, stop_after: Optional[int] = None) -> int:
         """Steps every sub-env up to `steps` times (until `stop_after` metrics rows exist,
         when given); returns the number of steps."""
-        if self._failed is not None:
-            raise self._failed.with_context()
+        self._raise_if_failed()
         self._ensure_lanes()
         if self._cur_obs is None:
             self._start()
@@ -249,8 +181,8 @@ class VectorMultiAgentSampler:
     def _collect_chunk(self, T: int, stop_after: Optional[int]) -> int:
         n, w, s = self.num_envs, self.worker, self.settings
         clock = time.perf_counter
-        rules, clipper = s.rules, s.reward_clipper
-        horizon, no_done_at_end = rules.horizon, rules.no_done_at_end
+        end_many, clipper = s.rules.end_many, s.reward_clipper
+        no_done_at_end = s.rules.no_done_at_end
         checks = s.check_env_steps
         bufs = self._group_buffers(T)
         acting = []
@@ -268,7 +200,6 @@ class VectorMultiAgentSampler:
         lane_shape = {lane.pid: (n, len(lane.slots)) for lane in self._lanes}
         rows = 0
         inference = env_wait = processing = 0.0
-        no_terminal = np.zeros(n, bool)
         for t in range(T):
             t0 = clock()
             env_acts = {}
@@ -298,18 +229,11 @@ class VectorMultiAgentSampler:
                 raise self._located(env_call_error("step()", e), None, None) from e
             t2 = clock()
             self._ep_len += 1
-            term_all, trunc_all = step.terminated_all, step.truncated_all
-            over = term_all | trunc_all
-            forced_terminal = no_terminal
-            if horizon is not None:
-                at_horizon = (self._ep_len >= horizon) & ~over
-                over = over | at_horizon
-                # The reference's horizon end is terminal unless `no_done_at_end` (episode_rules.py).
-                if not no_done_at_end:
-                    forced_terminal = at_horizon
+            # The episodes' ends (env flags, horizon): no soft horizon here (see
+            # `vector_sampler_unavailable`), so every episode that ends is reset.
+            end = end_many(step.terminated_all, step.truncated_all, self._ep_len)
+            over = end.over
             ended = over.any()
-            if ended:
-                all_terminal = (term_all & (not no_done_at_end)) | forced_terminal
             for g, b in bufs.items():
                 rew, new_obs = step.rewards[g], step.obs[g]
                 if checks:
@@ -328,7 +252,7 @@ class VectorMultiAgentSampler:
                     np.logical_and(step.terminateds[g], valid, out=term)
                 np.logical_or(term, step.truncateds[g], out=done)
                 if ended:
-                    term |= all_terminal[:, None]
+                    term |= end.terminal[:, None]
                     done |= over[:, None]
                     term &= valid
                 done &= valid
@@ -362,7 +286,7 @@ class VectorMultiAgentSampler:
         return rows
 
     @staticmethod
-    def _to_env(env_acts: np.ndarray, lane: _Lane, acts: np.ndarray, convert: tuple) -> np.ndarray:
+    def _to_env(env_acts: np.ndarray, lane: SlotLane, acts: np.ndarray, convert: tuple) -> np.ndarray:
         """The group's actions as the env takes them, with `lane`'s converted (`env_actions`)."""
         space, normalize, clip = convert
         out = env_actions(acts.reshape(-1, *acts.shape[2:]), space, normalize, clip)
@@ -397,7 +321,7 @@ class VectorMultiAgentSampler:
         self._env_t = np.zeros((T, n), np.int64)
         return self._bufs
 
-    def _alloc(self, lane: _Lane, T: int, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
+    def _alloc(self, lane: SlotLane, T: int, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
         """The lane's own columns: its policy's extra outputs and deferred ones `[T, num_envs, slots, ...]`."""
         lead = (T, self.num_envs, len(lane.slots))
         lane.steps = T
@@ -411,11 +335,10 @@ class VectorMultiAgentSampler:
         """`error` with its location; remembered: later collections raise it again until `restart()`."""
         if episode is None and index is not None:
             episode = int(self._eps_id[index])
-        error = error.with_context(env_id=self.settings.env_id or type(self.env.envs[0]).__name__,
-                                   worker_index=self.settings.worker_index, sub_env_index=index,
-                                   episode_id=episode, step=step, agent_id=agent_id)
-        self._failed = error
-        return error
+        return self._locate(error, sub_env_index=index, episode_id=episode, step=step, agent_id=agent_id)
+
+    def _env_label(self) -> str:
+        return type(self.env.envs[0]).__name__
 
     def _explain_rewards(self, g: str, rew: np.ndarray) -> None:
         i, k = np.argwhere(~np.isfinite(rew))[0]
@@ -457,44 +380,12 @@ class VectorMultiAgentSampler:
                 batches[lane.pid] = batch
         return MultiAgentBatch(batches, rows * self.num_envs)
 
-    def _lane_batch(self, lane: _Lane, rows: int) -> SampleBatch:
+    def _lane_batch(self, lane: SlotLane, rows: int) -> SampleBatch:
         """The lane's rows ordered by sub-env, slot, then time (alive rows only), postprocessed."""
-        b = self._bufs[lane.group]
-        # The live rows, as (step, sub-env, slot in the lane) in sub-env, slot, time order; every
-        # column is one gather of them.
-        i, k, t = np.nonzero(np.moveaxis(b[_VALID][:rows, :, lane.index], 0, 2))
-        n, m = self.num_envs, len(lane.slots)
-        # Rows of the `[T * n * S, ...]` views: `take` copies whole rows (3-index fancy
-        # indexing of large observations is many times slower).
-        group_rows = (t * n + i) * b[_VALID].shape[2] + lane.slots[k]
-        lane_rows = (t * n + i) * m + k
-        cols = {key: np.take(b[key].reshape(-1, *b[key].shape[3:]), group_rows, axis=0)
-                for key in (SB.OBS, SB.NEXT_OBS, SB.ACTIONS, SB.REWARDS, SB.TERMINATEDS, SB.DONES)}
-        cols[SB.TRUNCATEDS] = cols[SB.DONES] & ~cols[SB.TERMINATEDS]
-        cols[SB.T] = self._env_t[t, i]
-        for key, buf in lane.buffers.items():
-            cols[key] = np.take(buf.reshape(-1, *buf.shape[3:]), lane_rows, axis=0)
-        eps = cols[SB.EPS_ID] = self._env_eps[t, i]
-        cols[SB.ENV_ID] = i.astype(np.int64)
-        cols[SB.AGENT_INDEX] = lane.agent_index[k].astype(np.int64)
-        batch = SampleBatch(cols)
-        if not batch.count:
-            return batch
-        # Each (episode, slot) is one trajectory: a key that changes exactly where they do
-        # stands in for `eps_id` while the policy postprocesses (trajectory ends, GAE).
-        env_id, agent = cols[SB.ENV_ID], cols[SB.AGENT_INDEX]
-        starts = np.ones(batch.count, bool)
-        starts[1:] = (eps[1:] != eps[:-1]) | (env_id[1:] != env_id[:-1]) | (agent[1:] != agent[:-1])
-        batch[SB.EPS_ID] = np.cumsum(starts)
-        policy = self.worker.policy_map[lane.pid]
-        batch = postprocess_for_learning(policy, batch, OtherAgentBatchesUnavailable(policy), None)
-        if batch.count != len(eps):
-            raise ValueError(f"{type(policy).__name__}.postprocess_trajectory changed the number of rows; the "
-                             "vectorised multi-agent sampler needs it to keep them (use the general multi-agent path)")
-        batch[SB.EPS_ID] = eps
-        if self.settings.compress_observations:
+        batch = lane_batch(lane, self._bufs[lane.group], rows, self._env_eps, self._env_t,
+                           self.worker.policy_map[lane.pid])
+        if batch.count and self.settings.compress_observations:
             compress_columns(batch)
         return batch
-
 
 __all__ = ["VectorMultiAgentSampler", "vector_sampler_unavailable"]

@@ -2,7 +2,7 @@
 (rollout/vector_multi_agent_sampler.py), and what its policies' postprocessing gets in place
 of `other_agent_batches`, which that sampler does not build.
 
-`vector_sampler_unavailable` is the one place that lists what the fast path does not offer;
+`vector_sampler_unavailable` is the one place that lists what the vectorised sampler does not offer;
 `make_sampler` (rollout/sampler_choice.py) sends such a worker to the general path, naming
 the reason.
 """
@@ -23,7 +23,7 @@ _HOOKS = ("on_episode_start", "on_episode_step", "on_episode_end", "on_postproce
 
 def vector_sampler_unavailable(worker: Any, settings: SamplerSettings) -> Optional[str]:
     """Why `worker` cannot sample with `VectorMultiAgentSampler` (None: it can). Its env must
-    be a MultiAgentVectorEnv of slot envs; what the fast path does not offer yet sends the
+    be a MultiAgentVectorEnv of slot envs; what the vectorised sampler does not offer yet sends the
     worker to the general path, which runs the same envs through their dict API."""
     env = worker.env
     if not isinstance(env, MultiAgentVectorEnv) or not all(isinstance(e, SlotMultiAgentEnv) for e in env.envs):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.name_registries import NameRegistries
 from rlfleet.rollout.placement import bundle_is_placed, bundle_options, reserve_worker_group
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn
@@ -164,7 +165,7 @@ class WorkerMembership:
 
     def _mapping_after(self, changes: List[Tuple[str, Dict[str, Any]]]) -> Callable:
         """The mapping a new worker has once `changes` are replayed on it."""
-        mapping_fn = (self.config.get("multiagent") or {}).get("policy_mapping_fn") or default_policy_mapping_fn
+        mapping_fn = MultiAgentSettings.from_config(self.config).policy_mapping_fn or default_policy_mapping_fn
         for _, kwargs in changes:
             mapping_fn = kwargs.get("policy_mapping_fn") or mapping_fn
         return mapping_fn

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.rollout.episode import RolloutMetrics
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.placement import release_group
 from rlfleet.rollout.rollout_worker import RolloutWorker
 from rlfleet.rollout.worker_calls import (
@@ -206,7 +207,7 @@ class WorkerSet(WorkerMembership, AsyncRequests):
         cfg = self.config
         if (not self._remote or not self.batched_rounds or cfg.get("batch_mode") != "truncate_episodes"
                 or cfg.get("sample_async") or cfg.get("sample_collector") is not None or cfg.get("fake_sampler")
-                or (cfg.get("multiagent") or {}).get("count_steps_by", "env_steps") != "env_steps"
+                or MultiAgentSettings.from_config(cfg).count_agent_steps
                 or cfg.get("input", "sampler") != "sampler"):
             return 0
         per_round = int(cfg["rollout_fragment_length"]) * int(cfg["num_envs_per_worker"]) * len(self._remote)

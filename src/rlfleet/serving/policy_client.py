@@ -45,6 +45,7 @@ from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.env.external_env import ExternalEnv
 from rlfleet.env.external_multi_agent_env import ExternalMultiAgentEnv
 from rlfleet.policy.policy_spec import PolicySpec
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.rollout_worker import RolloutWorker
 from rlfleet.serving.http_client import HTTPClient, ServerRefused
 from rlfleet.serving.policy_server_input import MAX_CONFIRM_IDS
@@ -314,7 +315,7 @@ class PolicyClient:
                              "the values yourself in config_overrides")
         importer = trust.importer()
         config = decode(spec["config"], overrides, importer=importer)
-        policies = (config.get("multiagent") or {}).get("policies") or {}
+        policies = MultiAgentSettings.from_config(config).policies
         if isinstance(policies, dict):
             config["multiagent"]["policies"] = {pid: PolicySpec(*p) if isinstance(p, list) else p
                                                 for pid, p in policies.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Tuple
 
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlfleet.trainer import Trainer
 
@@ -18,7 +19,7 @@ def sample_train_batch(trainer) -> MultiAgentBatch:
     Steps are env steps, or agent steps when `multiagent.count_steps_by` is "agent_steps".
     """
     target = int(trainer.config["train_batch_size"])
-    if (trainer.config.get("multiagent") or {}).get("count_steps_by") == "agent_steps":
+    if MultiAgentSettings.from_config(trainer.config).count_agent_steps:
         parts: List[MultiAgentBatch] = []
         steps = 0
         while steps < target:

@@ -29,6 +29,7 @@ from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlfleet.utils.seeding import derive_seed
 from rlfleet.replay import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer, n_step_transitions
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.trainer import Trainer
 from rlfleet.utils.schedules import PiecewiseSchedule
 
@@ -60,7 +61,7 @@ class OffPolicyTrainer(Trainer):
 
     def validate_algorithm_config(self, config: dict) -> None:
         normalize_replay_config(config)
-        if (config.get("multiagent") or {}).get("replay_mode") == "lockstep":
+        if MultiAgentSettings.from_config(config).lockstep:
             raise ValueError(f"'multiagent.replay_mode': 'lockstep' is not available yet for {self._name} in this "
                              "version of rlfleet; use 'independent' (one replay buffer per policy)")
 
@@ -159,7 +160,7 @@ class OffPolicyTrainer(Trainer):
     def training_step(self) -> Dict[str, Any]:
         cfg = self.config
         local = self.workers.local_worker()
-        by_agent = (cfg.get("multiagent") or {}).get("count_steps_by") == "agent_steps"
+        by_agent = MultiAgentSettings.from_config(cfg).count_agent_steps
         # === sample one fragment ===
         batch = synchronous_parallel_sample(self.workers, 1).as_multi_agent()
         self.count_sampled(batch.env_steps(), batch.agent_steps())

@@ -20,6 +20,7 @@ from rlfleet.config import (ConfigKey, activation, algorithm_config, boolean, in
                             number_above, number_in, one_of, optional, override, positive_int_list)
 from rlfleet.policy.sample_batch import MultiAgentBatch
 from rlfleet.replay import ReplayBuffer
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 
 K = ConfigKey
 
@@ -77,13 +78,13 @@ class MADDPGTrainer(OffPolicyTrainer):
     _policy_class = MADDPGTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
-        if (config.get("multiagent") or {}).get("replay_mode") != "lockstep":
+        if not MultiAgentSettings.from_config(config).lockstep:
             raise ValueError("'multiagent.replay_mode': MADDPG replays all agents of an env step together; "
                              "set it to 'lockstep' (its default)")
         if config.get("compress_observations"):
             raise ValueError("'compress_observations': True is not available for MADDPG (its joint replay "
                              "stores plain arrays); set it to False")
-        for pid, spec in ((config.get("multiagent") or {}).get("policies") or {}).items():
+        for pid, spec in MultiAgentSettings.from_config(config).policies.items():
             if spec.policy_class is not None and not issubclass(spec.policy_class, MADDPGTorchPolicy):
                 raise ValueError(f"'multiagent.policies': policy {pid!r} is a {spec.policy_class.__name__}; every "
                                  "MADDPG agent needs MADDPG's policy (leave the PolicySpec's class None)")

@@ -30,6 +30,7 @@ from rlfleet.models.torch_model import TorchModel
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.policy.torch_policy import TorchPolicy
 from rlfleet.replay import PRIO_WEIGHTS
+from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 
 
 def column(name: str, agent: int) -> str:
@@ -47,7 +48,7 @@ def team_spaces(config: dict, policy_id: str, obs_space: gym.Space, action_space
                 ) -> List[Tuple[str, int, int]]:
     """`(policy_id, flat obs size, number of actions)` of every agent, in the order of
     `multiagent.policies` (this policy's own spaces for itself): the joint batch's agents."""
-    specs = (config.get("multiagent") or {}).get("policies") or {}
+    specs = MultiAgentSettings.from_config(config).policies
     if policy_id not in specs:
         if specs and set(specs) != {DEFAULT_POLICY_ID}:
             raise ValueError(f"MADDPG policy {policy_id!r} is not in 'multiagent.policies' ({sorted(specs)}); "
