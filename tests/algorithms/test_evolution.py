@@ -11,7 +11,7 @@ from rlfleet.algorithms.ars import ARSTrainer
 from rlfleet.algorithms.es import ESTrainer
 from rlfleet.algorithms.evolution import (Collection, FlatMLPActor, RolloutResult, SharedNoiseTable, centered_ranks,
                                           get_flat, make_noise, set_flat, weighted_noise_sum)
-from rlfleet.fault_tolerance import WorkerFailureError
+from rlfleet.trainer.fault_tolerance import WorkerFailureError
 from tests.helpers import REPO_ROOT, train_until
 from tests.algorithm_cases import ACTION_SPACES, ActionSpaceEnv
 
