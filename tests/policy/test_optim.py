@@ -14,7 +14,8 @@ import torch
 from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.config import validate_config
 from rlfleet.policy import optim
-from rlfleet.policy.optim import Adam, build_adam
+from rlfleet.policy.optim import Adam
+from rlfleet.policy.optimizer_choice import build_adam
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.policy.torch_policy import load_optimizer_state, optimizer_state
 

@@ -21,7 +21,7 @@ any other dict with a dict default  its default's keys (e.g. SAC's ``Q_model``)
 User-owned dicts stay free: ``env_config``, ``model.custom_model_config``, ``input_config``
 (a custom reader's options), the environment-variable dicts, the TensorFlow session args,
 ``custom_resources_per_worker``. ``optimizer`` is checked where its options are known
-(``policy.optim.check_adam_options``; APEX's replay entries by APEX).
+(``policy.optimizer_choice.check_adam_options``; APEX's replay entries by APEX).
 """
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ parameter. Its `state_dict()` / `load_state_dict()` use torch's layout (the same
 per-parameter `step` tensors, the same `param_groups` entries), so a state written by
 either optimizer loads into the other and checkpoints are unchanged.
 
-`build_adam` picks it for every configuration it covers and falls back to
-`torch.optim.Adam` for the rest (`capturable`, `differentiable`, `fused`, tensor
-learning rates, complex parameters).
+`rlfleet.policy.optimizer_choice.build_adam` picks it for every configuration it covers and
+falls back to `torch.optim.Adam` for the rest (`capturable`, `differentiable`, `fused`,
+tensor learning rates, complex parameters).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ ADAM_DEFAULTS: Dict[str, Any] = {
     "foreach": None, "capturable": False, "differentiable": False, "fused": None, "decoupled_weight_decay": False,
 }
 # Options only `torch.optim.Adam` implements: asking for one of them builds it instead.
-_TORCH_ONLY = ("capturable", "differentiable", "fused")
+TORCH_ONLY_OPTIONS = ("capturable", "differentiable", "fused")
 
 
 def check_adam_hyperparameters(options: Dict[str, Any]) -> None:
@@ -329,8 +329,8 @@ class Adam:
             for name, default in self.defaults.items():
                 group.setdefault(name, default)
             group["betas"] = tuple(float(b) for b in group["betas"])
-            if any(group.get(k) for k in _TORCH_ONLY):
-                raise ValueError(f"the saved optimizer state asks for {[k for k in _TORCH_ONLY if group.get(k)]}, "
+            if any(group.get(k) for k in TORCH_ONLY_OPTIONS):
+                raise ValueError(f"the saved optimizer state asks for {[k for k in TORCH_ONLY_OPTIONS if group.get(k)]}, "
                                  "which rlfleet.policy.optim.Adam does not implement")
             groups.append(group)
         for group in groups:
@@ -383,54 +383,6 @@ def _offsets(sizes: List[int]) -> List[int]:
     return out
 
 
-def adam_arguments() -> List[str]:
-    """The keyword arguments Adam takes besides `params` and `lr` (the `optimizer` config key's entries)."""
-    return sorted(set(ADAM_DEFAULTS) - {"lr"})
-
-
-def check_adam_options(user_options: Dict[str, Any]) -> None:
-    """Checks the `optimizer` config key's entries without building an optimizer.
-
-    Raises:
-        ValueError: naming the `optimizer` key for an entry Adam does not take (or `lr`, which
-            has its own keys), or a value Adam rejects.
-    """
-    allowed = adam_arguments()
-    unknown = sorted(set(user_options) - set(allowed))
-    if unknown:
-        hint = " (set learning rates with `lr` or the algorithm's learning-rate keys)" if "lr" in unknown else ""
-        raise ValueError(f"'optimizer': {user_options!r} has entries {unknown} that torch.optim.Adam does not take"
-                         f"{hint}; use only {allowed}")
-    try:
-        check_adam_hyperparameters(user_options)
-    except (TypeError, ValueError, IndexError) as err:
-        raise ValueError(f"'optimizer': {user_options!r} is not valid for torch.optim.Adam: {err}") from err
-
-
-def build_adam(params, lr: float, algorithm_defaults: Dict[str, Any], user_options: Dict[str, Any]):
-    """Adam over `params` at `lr` with the algorithm's defaults, which the user's options (the
-    `optimizer` config key, checked first) override: the lean `Adam` here, or
-    `torch.optim.Adam` for the options only it implements (capturable, differentiable,
-    fused, a tensor lr or betas, complex parameters).
-
-    Raises:
-        ValueError: naming the `optimizer` key for an entry Adam does not take, or a value
-            Adam rejects.
-    """
-    check_adam_options(user_options)
-    options = {**algorithm_defaults, **user_options}
-    params = list(params)
-    torch_only = (any(options.get(k) for k in _TORCH_ONLY) or torch.is_tensor(lr)
-                  or any(torch.is_tensor(b) for b in options.get("betas", ()))
-                  or any(torch.is_tensor(p) and p.is_complex() for p in params))
-    try:
-        if torch_only:
-            return torch.optim.Adam(params, lr=lr, **options)
-        return Adam(params, lr=lr, **options)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"'optimizer': {user_options!r} is not valid for torch.optim.Adam: {err}") from err
-
-
 def clip_grad_norm(params: List[torch.Tensor], max_norm: float) -> torch.Tensor:
     """`torch.nn.utils.clip_grad_norm_(params, max_norm)` (2-norm) with the same numbers, for
     parameters on one device and dtype: the same ops without its per-call grouping of tensors
@@ -451,5 +403,5 @@ def optimizer_params(optimizer: Any) -> List[torch.Tensor]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
-__all__ = ["ADAM_DEFAULTS", "Adam", "adam_arguments", "build_adam", "check_adam_hyperparameters",
-           "check_adam_options", "clip_grad_norm", "optimizer_params"]
+__all__ = ["ADAM_DEFAULTS", "Adam", "TORCH_ONLY_OPTIONS", "check_adam_hyperparameters", "clip_grad_norm",
+           "optimizer_params"]

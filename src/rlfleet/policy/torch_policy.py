@@ -45,7 +45,7 @@ from rlfleet.policy.nan_guard import NonFiniteGuard
 from rlfleet.policy.numpy_learner import LEARN_ON_BATCH, MULTI_EPOCH_SGD, planned_numpy_learner
 from rlfleet.policy.numpy_actor import (NumpyActor, compute_actions_numpy, numpy_actor_unavailable, obs_array,
                                         static_numpy_reason)
-from rlfleet.policy.optim import build_adam, check_adam_options
+from rlfleet.policy.optimizer_choice import build_adam, check_adam_options
 from rlfleet.policy.policy import Policy
 from rlfleet.policy.policy_state import load_optimizer_state, optimizer_state, policy_rngs, rng_state, set_rng_state
 from rlfleet.policy.sample_batch import SampleBatch
@@ -167,7 +167,7 @@ class TorchPolicy(Policy):
         """Adam over `params` at `lr` with the algorithm's own defaults (e.g. `eps=1e-7`),
         which the user's `optimizer` config entries override: `rlfleet.policy.optim.Adam`
         (torch.optim.Adam's maths without importing torch._dynamo), or torch.optim.Adam for
-        the options only it has (see optim.build_adam).
+        the options only it has (see optimizer_choice.build_adam).
 
         Raises:
             ValueError: naming the `optimizer` key when an entry is not an Adam argument or
