@@ -116,7 +116,7 @@ def prepare_batch(batch: Batch, normalized: Optional[bool], ioctx: IOContext, pa
                   line: Optional[int]) -> Batch:
     """`prepare_policy_batch` for every policy's part of `batch`, with the worker's policies."""
     worker = ioctx.worker
-    policy_map = getattr(worker, "policy_map", None)
+    policy_map = worker.policy_map if worker is not None else None
     config = ioctx.config
     if isinstance(batch, MultiAgentBatch):
         out = {}

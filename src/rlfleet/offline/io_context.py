@@ -58,7 +58,9 @@ class IOContext:
 
     @property
     def num_workers(self) -> int:
-        return int(getattr(self.worker, "num_workers", self.config.get("num_workers", 0)) or 0)
+        # Without a worker (an IOContext built for reading files alone) the config says it.
+        workers = self.worker.num_workers if self.worker is not None else self.config.get("num_workers", 0)
+        return int(workers or 0)
 
     def default_sampler_input(self):
         """The worker's env sampler as a reader (`next()` samples one batch)."""

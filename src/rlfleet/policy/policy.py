@@ -33,6 +33,15 @@ class Policy:
     # A policy that draws its actions its own way keeps this shared one: its hooks do nothing
     # and hold no state (TorchPolicy builds its own from `exploration_config`).
     exploration: Exploration = Exploration(action_space=None)
+    # The policy's torch model; None for a policy without one (scripted players, the bandits'
+    # and evolution strategies' own models): checks that read model settings skip it.
+    model: Any = None
+
+    @property
+    def fast_plan(self) -> Any:
+        """Where the policy acts and learns, NumPy or torch (policy/fast_plan.py's
+        `FastPathPlan`); None: it acts and learns its own way (TorchPolicy makes a plan)."""
+        return None
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict):
         self.observation_space = observation_space

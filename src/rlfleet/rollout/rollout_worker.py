@@ -95,6 +95,9 @@ class RolloutWorker:
         self._async: Optional[AsyncSampling] = None
         self.worker_index = worker_index
         self.num_workers = num_workers
+        # The actor `worker_calls.sample_into` sends this worker's next batch to: each worker takes
+        # the actors in turn from its own index, which spreads the load.
+        self.sink_turn = worker_index
         self.env_context = EnvContext(config.get("env_config") or {}, worker_index=worker_index,
                                       num_workers=num_workers)
         self.callbacks = config["callbacks"]()

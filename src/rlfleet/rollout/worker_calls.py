@@ -39,9 +39,8 @@ def sample_rounds(worker: RolloutWorker, rounds: int
 def sample_into(worker: RolloutWorker, process: Callable[[RolloutWorker, Any], Any], actors: List[Any],
                  method: str) -> Tuple[int, int]:
     batch = worker.sample()
-    # Each worker takes the actors in turn, starting at its own index (spreads the load).
-    turn = getattr(worker, "_sink_turn", worker.worker_index)
-    worker._sink_turn = turn + 1
+    turn = worker.sink_turn
+    worker.sink_turn = turn + 1
     getattr(actors[turn % len(actors)], method).remote(process(worker, batch))
     return batch.env_steps(), batch.agent_steps()
 

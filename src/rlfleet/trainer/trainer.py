@@ -249,7 +249,7 @@ class Trainer(TrainerState, TrainerPolicies):
         `info/learner/<pid>/fast_path` ("numpy" or "torch") and `fast_path_reason`."""
         for pid, info in learner_info.items():
             policy = self.get_policy(pid) if isinstance(info, dict) else None
-            plan = getattr(policy, "fast_plan", None)
+            plan = policy.fast_plan if policy is not None else None
             if plan is not None:
                 info.update(plan.report())
 

@@ -13,11 +13,11 @@ def check_models_fit_spaces(worker: Any) -> None:
     trained = set(worker.policies_to_train)
 
     def check(policy: Any, pid: str) -> None:
-        model = getattr(policy, "model", None)
+        model = policy.model
         if model is None and pid not in trained:  # a scripted opponent: it reads no model settings
             return
-        model_config = (getattr(policy, "config", None) or {}).get("model") or {}
-        shape = getattr(getattr(policy, "observation_space", None), "shape", None)
+        model_config = (policy.config or {}).get("model") or {}
+        shape = policy.observation_space.shape
         for layout in (getattr(model, "layout", None), getattr(model, "mask_layout", None)):  # PG family / DQN
             if isinstance(layout, MaskLayout):  # an action mask: the model sees the rest (an image when it is one)
                 shape = layout.rest_space.shape
@@ -40,8 +40,7 @@ def check_required_fast_paths(config: dict, worker: Any) -> None:
         return
     for pid in worker.policies_to_train:
         policy = worker.policy_map[pid]
-        if getattr(type(policy), "fast_plan", None) is not None:  # a TorchPolicy (a user's Policy has none)
-            _ = policy.fast_plan  # made and cached (raises where the learner cannot take it)
+        _ = policy.fast_plan  # made and cached (raises where the learner cannot take it); None: no plan
 
 
 __all__ = ["check_models_fit_spaces", "check_required_fast_paths"]
