@@ -1,5 +1,5 @@
 """Multi-agent sampling throughput: the general (dict) path and the vectorised (slot) path
-against the single-agent fast path, and the vectorised path's cost as agents grow.
+against the single-agent vectorised sampler, and the vectorised path's cost as agents grow.
 
 All figures are CPU time of this process (`time.process_time`), not wall time, so that other
 load on the machine hardly moves them.
@@ -7,9 +7,9 @@ load on the machine hardly moves them.
 Part 1, in one run: agent steps per CPU second of `RolloutWorker.sample()` on two-agent
 CartPole (two policies, one per agent) through the general path (`MultiAgentCartPole`,
 dict API) and through the vectorised path (`SlotCopies`, slot API), and on plain
-CartPole-v1 (one policy, the fast path), all with `num_envs_per_worker` sub-envs and the
+CartPole-v1 (one policy, the single-agent vectorised sampler), all with `num_envs_per_worker` sub-envs and the
 default PPO model. The three alternate for `--rounds` timed runs; the median ratios to the
-fast path and their spread are printed.
+single-agent sampler and their spread are printed.
 
 Part 2: the vectorised path on `CueSwarm` (one shared policy) with `--agents` agents per
 sub-env: microseconds per agent step, less the env's own stepping (timed alone), and the
@@ -75,8 +75,8 @@ class AgentStepLoop:
     """A RolloutWorker on one of the benchmark's envs.
 
     Args:
-        kind: "fast" (CartPole-v1, one policy), "dict" / "vector" (two-agent CartPole, a
-            policy per agent), "swarm" / "swarm-dict" (CueSwarm, one shared policy),
+        kind: "fast" (CartPole-v1, one policy: the single-agent vectorised sampler), "dict" / "vector"
+            (two-agent CartPole, a policy per agent), "swarm" / "swarm-dict" (CueSwarm, one shared policy),
             "battle" / "battle-dict" (a MAgent2 battle, a policy per team).
         num_envs: sub-envs.
         num_agents: agents per sub-env (the swarm kinds); the map size (the battle kinds).
@@ -150,10 +150,11 @@ def agent_steps_per_second(kind: str, num_envs: int, total_steps: int, seed: int
 
 
 def cartpole_table(envs: List[int], steps: int, rounds: int, shared: bool) -> None:
-    print(f"Two-agent CartPole ({'one shared policy' if shared else 'a policy per agent'}) vs the single-agent fast "
-          f"path: median of {rounds} alternated rounds of {steps} agent steps [agent steps per CPU second]")
-    print(f"{'envs':>5} {'fast (1 agent)':>15} {'dict (2)':>10} {'vector (2)':>11}  "
-          f"{'dict/fast (min-max)':>20} {'vector/fast (min-max)':>22}")
+    print(f"Two-agent CartPole ({'one shared policy' if shared else 'a policy per agent'}) vs the single-agent "
+          f"vectorised sampler: median of {rounds} alternated rounds of {steps} agent steps "
+          f"[agent steps per CPU second]")
+    print(f"{'envs':>5} {'single (1 agent)':>17} {'dict (2)':>10} {'vector (2)':>11}  "
+          f"{'dict/single (min-max)':>22} {'vector/single (min-max)':>24}")
     for n in envs:
         loops = {kind: AgentStepLoop(kind, n, shared=shared) for kind in ("fast", "dict", "vector")}
         rates: Dict[str, List[float]] = {kind: [] for kind in loops}
@@ -165,7 +166,7 @@ def cartpole_table(envs: List[int], steps: int, rounds: int, shared: bool) -> No
             loop.stop()
         ratios = {k: [r / f for r, f in zip(rates[k], rates["fast"])] for k in ("dict", "vector")}
         med = {k: statistics.median(v) for k, v in rates.items()}
-        print(f"{n:>5} {med['fast']:>15,.0f} {med['dict']:>10,.0f} {med['vector']:>11,.0f}  " + "  ".join(
+        print(f"{n:>5} {med['fast']:>17,.0f} {med['dict']:>10,.0f} {med['vector']:>11,.0f}  " + "  ".join(
             f"{statistics.median(r):>8.2f} ({min(r):.2f}-{max(r):.2f})" for r in ratios.values()))
 
 

@@ -11,7 +11,7 @@ Measured: agent steps per CPU second of this process (`time.process_time`), samp
 exploration as in training: RLlib's local `EnvRunner.sample(num_timesteps=...)` (new API
 stack, `MultiAgentEnvRunner` / `SingleAgentEnvRunner`) against rlfleet's
 `RolloutWorker.sample()` through its general (dict) path, its vectorised (slot) path and the
-single-agent fast path. The kinds alternate for `--rounds` rounds; medians and the spread of
+single-agent vectorised sampler. The kinds alternate for `--rounds` rounds; medians and the spread of
 the ratios to RLlib's multi-agent runner are printed.
 
     python benchmarks/rllib_multi_agent_sampling.py --envs 8 --steps 20000 --rounds 3

@@ -42,7 +42,7 @@ def test_apex_takes_the_reference_optimizer_entries_as_its_replay_keys(tmp_path)
     ({"optimizer": {"num_replay_buffer_shards": 0}}, "'optimizer.num_replay_buffer_shards': 0 is invalid"),
     ({"optimizer": {"debug": "yes"}}, "'optimizer.debug': 'yes' is invalid"),
     ({"optimizer": {"num_replay_buffer_shards": 2}, "num_replay_buffer_shards": 3},
-     "'optimizer.num_replay_buffer_shards': 2 (the reference's place for it) and 'num_replay_buffer_shards': 3"),
+     "'optimizer.num_replay_buffer_shards': 2 (RLlib 1.x's place for it) and 'num_replay_buffer_shards': 3"),
 ])
 def test_apex_optimizer_entries_are_checked(extra, message, tmp_path):
     from rlfleet.algorithms.apex import ApexTrainer

@@ -1,6 +1,6 @@
 """When an episode ends, and whether its end is terminal: the one place for these rules.
 
-Gymnasium's `terminated` / `truncated` plus the reference's `horizon`, `soft_horizon` and
+Gymnasium's `terminated` / `truncated` plus RLlib 1.x's `horizon`, `soft_horizon` and
 `no_done_at_end` decide, after every env step, three things:
 
 - `over`: the episode ends here (for metrics and for learning);
@@ -15,10 +15,11 @@ Gymnasium's `terminated` / `truncated` plus the reference's `horizon`, `soft_hor
 | `horizon` hit                 | yes  | not `no_done_at_end`  | yes   |
 | `horizon` hit, `soft_horizon` | yes  | not `no_done_at_end`  | no    |
 
-The `horizon` the config sets is the reference's: its end is `done=True`, terminal (no
+The `horizon` the config sets is RLlib 1.x's: its end is `done=True`, terminal (no
 bootstrap) unless `no_done_at_end`, so that a time budget the policy cannot see still costs it
-(the reference's FrozenLake APPO example learns only so). The env's own time limit
-(Gymnasium's `truncated`) is not terminal: it bootstraps, as Gymnasium means it.
+(RLlib 1.x's `rllib/tuned_examples/ppo/frozenlake-appo-vtrace.yaml` learns only so). The
+env's own time limit (Gymnasium's `truncated`) is not terminal: it bootstraps, as Gymnasium
+means it.
 
 The single-agent vector env, the multi-agent sampler (per agent and for the whole
 episode) and evaluation ask `end` one episode at a time; the batched ones (the vectorised
@@ -83,7 +84,7 @@ class EpisodeRules:
         if terminated or truncated:
             return EpisodeEnd(True, self.terminal(terminated), True)
         if self.at_horizon(length):
-            # The reference's `done=True` at its horizon (soft: "pretend done", the env goes on).
+            # RLlib 1.x's `done=True` at its horizon (soft: "pretend done", the env goes on).
             return EpisodeEnd(True, not self.no_done_at_end, not self.soft_horizon)
         return NOT_OVER
 

@@ -5,7 +5,7 @@ MAgent2 (`pip install magent2`) keeps each team's agents in arrays (`get_observa
 into dicts keyed by agent name every step. `MAgentSlots` reads the arrays instead: one slot
 group per team (named after the team: "red", "blue"), a slot per agent of the team at reset
 (dead agents leave by mask), observations flattened to a Box so that the policies are fully
-connected ones (the fast path's NumPy actor acts for them).
+connected ones (the NumPy actor, not torch, then computes their actions).
 
     from magent2.environments import battle_v4
     register_env("battle", lambda ctx: MAgentSlots(battle_v4.parallel_env(map_size=30, max_cycles=200)))

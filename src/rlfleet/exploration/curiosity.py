@@ -5,17 +5,18 @@ predicting the action from (phi(s), phi(s')) and a forward model predicting phi(
 postprocessing, before the algorithm's own postprocessing (advantages, n-step returns)
 reads it; actions come from `sub_exploration`.
 
-How it differs from the reference (same maths, other plumbing):
-- The reference trains the ICM inside `postprocess_trajectory`, so it refuses remote
+How it differs from RLlib 1.x's (`rllib/utils/exploration/curiosity.py`; same maths, other
+plumbing):
+- RLlib 1.x trains the ICM inside `postprocess_trajectory`, so it refuses remote
   workers (each would train its own). Here postprocessing, on whichever worker sampled, only
   computes the intrinsic reward, with the ICM weights the learner last sent (they travel
   with the policy's weights, prefixed `exploration.`), and the ICM trains where the policy
   learns (`on_learn_on_batch`, on the train batch, before the policy's update): one Adam
-  step per piece of trajectory the reference would postprocess (one episode's rows within
+  step per piece of trajectory RLlib 1.x would postprocess (one episode's rows within
   one env's fragment: at most `rollout_fragment_length` rows, fewer where an episode ends),
-  in order, as many steps as the reference takes. With episodes shorter than a fragment
+  in order, as many steps as RLlib 1.x takes. With episodes shorter than a fragment
   that is many more steps than one per fragment: the forward model learns what it has seen
-  as fast as the reference's, so the novelty of visited states fades as fast.
+  as fast as RLlib 1.x's, so the novelty of visited states fades as fast.
 - Each row's intrinsic reward is kept in an `intrinsic_rewards` column; the learner reports
   its mean per step and the intrinsic return of the episodes that ended
   (`info/learner/<policy>/learner_stats/intrinsic_return_mean`), beside the extrinsic returns
@@ -24,7 +25,7 @@ How it differs from the reference (same maths, other plumbing):
 Where it runs: every algorithm whose policy learns on train batches in the trainer (PPO, PG,
 A2C, also the off-policy ones, whose replayed rows then carry the reward computed when they
 were sampled); A3C refuses it (its workers send gradients, no train batch reaches the ICM).
-DD-PPO's workers each learn, so each trains its own ICM, as the reference's workers would.
+DD-PPO's workers each learn, so each trains its own ICM, as RLlib 1.x's workers would.
 The NumPy fast paths stay on: the actor acts for a StochasticSampling sub-exploration, and
 the policy's learner never sees the ICM (its update runs in torch, apart).
 """
@@ -106,7 +107,7 @@ def feature_model_config(policy_config: dict, overrides: Optional[dict], key: st
 
 
 def _xavier(net: nn.Module) -> nn.Module:
-    # The reference initialises the ICM's fully connected layers with Xavier-uniform weights.
+    # RLlib 1.x initialises the ICM's fully connected layers with Xavier-uniform weights.
     for layer in net.modules():
         if isinstance(layer, nn.Linear):
             nn.init.xavier_uniform_(layer.weight)
@@ -165,7 +166,7 @@ class Curiosity(RewardBonus):
         cfg = policy_config or {}
         self.feature_dim = int(feature_dim)
         self.beta, self.eta, self.lr = float(beta), float(eta), float(lr)
-        # The longest piece of one env's trajectory the reference postprocesses (and learns on) at once.
+        # The longest piece of one env's trajectory RLlib 1.x postprocesses (and learns on) at once.
         self.max_piece_rows = max(1, int(cfg.get("rollout_fragment_length", 200) or 200))
         features = feature_model_config(cfg, feature_net_config, "feature_net_config")
         inverse = check_positive_sizes("inverse_net_hiddens", inverse_net_hiddens)
@@ -249,7 +250,7 @@ class Curiosity(RewardBonus):
         self._record_rewards(batch)
 
     def trajectory_pieces(self, batch) -> List[Tuple[int, int]]:
-        """`(start, end)` row ranges of `batch`, one per piece of trajectory the reference
+        """`(start, end)` row ranges of `batch`, one per piece of trajectory RLlib 1.x
         postprocesses: a run of rows of one episode (and agent), cut every `max_piece_rows`
         rows (a fragment's length); without `eps_id`, every `max_piece_rows` rows."""
         n = batch.count

@@ -45,7 +45,7 @@ class EpsilonGreedy(Exploration):
 
     def get_exploration_action(self, dist, explore: bool, timestep: int,
                                generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Returns `(actions, logp)`; logp is 0 (the reference reports no log-likelihood)."""
+        """Returns `(actions, logp)`; logp is 0 (RLlib 1.x reports no log-likelihood either)."""
         self.last_timestep = timestep
         q = dist.inputs
         greedy = torch.argmax(q, dim=-1)
@@ -66,8 +66,8 @@ class EpsilonGreedy(Exploration):
 
 
 def per_worker_epsilon(worker_index: int, num_workers: int) -> float:
-    """Ape-X's fixed epsilon of remote worker `worker_index` (1..n) of `num_workers` (the
-    reference's formula, Horgan et al. 2018): 0.4 ** (1 + 7 * i / (n - 1)), with n - 1
+    """Ape-X's fixed epsilon of remote worker `worker_index` (1..n) of `num_workers` (Horgan
+    et al. 2018, arXiv:1803.00933, as RLlib 1.x computes it): 0.4 ** (1 + 7 * i / (n - 1)), with n - 1
     taken as 1 for a single worker; 0 for the local worker (index 0: it only evaluates)."""
     if worker_index <= 0:
         return 0.0

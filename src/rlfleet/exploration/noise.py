@@ -82,7 +82,7 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
 
     Per step: `x += -ou_theta * x + ou_sigma * N(0, 1)`; the action gets
     `scale(t) * ou_base_scale * x * (high - low)` (with `high - low` taken as 1 on unbounded
-    dimensions). Deviation from the reference: `x` is kept per batch row (one process per
+    dimensions). Deviation from RLlib 1.x: `x` is kept per batch row (one process per
     sub-env) rather than one vector shared by the whole batch; it restarts at zero when the
     batch size changes.
 

@@ -3,13 +3,14 @@ acts with Gaussian noise added to its network's weights, re-drawn at each episod
 a scale that adapts so that the noisy policy's actions stay near a target distance from the
 noise-free policy's.
 
-How it differs from the reference (same maths, other plumbing):
-- The reference adds the noise to the weights for a whole episode and removes it at the
+How it differs from RLlib 1.x's (`rllib/utils/exploration/parameter_noise.py`; same maths,
+other plumbing):
+- RLlib 1.x adds the noise to the weights for a whole episode and removes it at the
   episode's end. Here the weights hold the noise only while the policy computes actions
   (`forward_for_acting` swaps the noisy tensors in and the clean ones back, exactly): the
   learner (torch or the NumPy learner, which reads the same tensors), weight syncs,
   target-network updates and checkpoints only ever see the clean weights.
-- The reference adapts the scale in `postprocess_trajectory` on the finished episode's batch
+- RLlib 1.x adapts the scale in `postprocess_trajectory` on the finished episode's batch
   (hence its `batch_mode: complete_episodes`). Here the observations acted on with the
   current noise are kept (the last `_MAX_ROWS` rows) and the scale adapts when the next
   episode starts, just before the noise is re-drawn: the same distance on the same rows,
@@ -28,7 +29,7 @@ from rlfleet.exploration.epsilon_greedy import EpsilonGreedy
 from rlfleet.exploration.noise import OrnsteinUhlenbeckNoise
 from rlfleet.utils.schedules import PiecewiseSchedule
 
-# The reference's SMALL_NUMBER in its KL distance.
+# RLlib 1.x's SMALL_NUMBER in its KL distance (keeps log() finite for zero probabilities).
 _SMALL = 1e-6
 # Observations kept for the distance (the most recent ones acted on with the current noise).
 _MAX_ROWS = 4096
@@ -36,7 +37,7 @@ _MAX_ROWS = 4096
 
 def default_sub_exploration(action_space: gym.Space, random_timesteps: int, policy_config: Optional[dict],
                             generator: Optional[torch.Generator]):
-    """The reference's sub-exploration: for Discrete actions epsilon-greedy at epsilon 1 for
+    """RLlib 1.x's sub-exploration: for Discrete actions epsilon-greedy at epsilon 1 for
     `random_timesteps` steps, then 0.01 (a step function); for Box actions
     Ornstein-Uhlenbeck noise after `random_timesteps` uniformly random steps."""
     t = int(random_timesteps)
@@ -49,7 +50,8 @@ def default_sub_exploration(action_space: gym.Space, random_timesteps: int, poli
 def acting_parameters(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Parameter]]:
     """`(name, parameter)` of the network the policy acts with, which the model names in
     its `acting_net` attribute (DQN's online Q-network `q_net`, DDPG's / TD3's `actor`),
-    LayerNorm weights left out as in the reference.
+    LayerNorm weights left out, as in RLlib 1.x: the perturbed layers' outputs are normalised
+    by them, which is what keeps one noise scale meaningful for every layer.
 
     Raises:
         ValueError: the model names no acting network.
@@ -129,7 +131,7 @@ class ParameterNoise(Exploration):
     # --- the episode and the forward pass ----------------------------------------------
     def on_episode_start(self) -> None:
         """A sampler started an episode: the next forward pass adapts the scale and re-draws
-        the noise (it knows whether it explores; as the reference's delayed start)."""
+        the noise (it knows whether it explores; as RLlib 1.x's delayed start)."""
         self._redraw_pending = True
 
     def forward_for_acting(self, model: torch.nn.Module, input_dict: Dict[str, Any], state: List[Any],
@@ -187,7 +189,7 @@ class ParameterNoise(Exploration):
         self.stddev = self.stddev * 1.01 if distance <= self.target_distance() else self.stddev / 1.01
 
     def distance(self, clean: torch.Tensor, noisy: torch.Tensor) -> float:
-        """The reference's distance between the noise-free and the noisy outputs."""
+        """RLlib 1.x's distance between the noise-free and the noisy outputs."""
         if self.discrete:
             p, log_p = torch.softmax(clean.double(), -1), torch.log_softmax(clean.double(), -1)
             q = torch.softmax(noisy.double(), -1)

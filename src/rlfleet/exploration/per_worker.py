@@ -1,5 +1,5 @@
 """Action noise with one fixed scale per worker (Ape-X, Horgan et al. 2018): Gaussian and
-Ornstein-Uhlenbeck, as the reference's PerWorkerGaussianNoise and
+Ornstein-Uhlenbeck, as RLlib 1.x's PerWorkerGaussianNoise and
 PerWorkerOrnsteinUhlenbeckNoise (`per_worker_epsilon` gives the scales)."""
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class PerWorkerGaussianNoise(GaussianNoise):
 
 class PerWorkerOrnsteinUhlenbeckNoise(OrnsteinUhlenbeckNoise):
     """OrnsteinUhlenbeckNoise whose scale is fixed per worker, as PerWorkerGaussianNoise's
-    (the reference's Ape-X DDPG exploration)."""
+    (RLlib 1.x's Ape-X DDPG exploration, `rllib/agents/ddpg/apex.py`)."""
 
     def __init__(self, action_space: gym.Space, *, policy_config: Optional[dict] = None, **kwargs):
         super().__init__(action_space, policy_config=policy_config, **kwargs)

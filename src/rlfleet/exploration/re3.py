@@ -5,15 +5,16 @@ state entropy there, and beta_t x log(1 + distance / its running std) is added t
 of each replayed row just before the policy's update. For off-policy algorithms (SAC, DQN,
 DDPG, TD3, ...): their train batches come from replay, so the bonus follows the current batch.
 
-How it differs from the reference (same idea, other plumbing):
-- The reference computes the embeddings in postprocessing (stored with the replayed rows)
+How it differs from RLlib 1.x's (`rllib/utils/exploration/random_encoder.py`; same idea,
+other plumbing):
+- RLlib 1.x computes the embeddings in postprocessing (stored with the replayed rows)
   and the bonus in an `on_learn_on_batch` callback the user must add. Here the exploration
   does both at learning time (the encoder never changes, so the embeddings are the same):
   nothing to add to the callbacks, nothing extra stored in the replay buffer.
-- The reference's bonus takes the index of the k-th neighbour from an argsort in place of its
+- RLlib 1.x's bonus takes the index of the k-th neighbour from an argsort in place of its
   distance; here it is the distance (the paper's estimate), excluding the row itself.
 - beta_schedule "linear_decay": beta x (1 - rho)^t, with t counted in iterations of
-  `timesteps_per_iteration` env steps (the reference counts training iterations, which
+  `timesteps_per_iteration` env steps (RLlib 1.x counts training iterations, which
   `min_iter_time_s` may lengthen).
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ BETA_SCHEDULES = ("constant", "linear_decay")
 
 
 class RunningMeanStd:
-    """Mean and variance over every value seen, merged batch by batch (the reference's
+    """Mean and variance over every value seen, merged batch by batch (RLlib 1.x's
     initial count 1e-4, variance 1)."""
 
     def __init__(self):
@@ -145,7 +146,7 @@ class RE3(RewardBonus):
 
     def intrinsic_rewards(self, obs: np.ndarray, timestep: int) -> np.ndarray:
         """beta_t x log(1 + d_k / std(d_k)) per row, d_k the k-NN distance of its embedding
-        within `obs` (updating the running std first, as the reference)."""
+        within `obs` (updating the running std first, as RLlib 1.x)."""
         with torch.inference_mode():
             embeddings, _ = self.encoder({"obs": torch.as_tensor(obs).to(self.device)}, [], None)
             distances = knn_distances(embeddings.float(), self.k_nn).cpu().numpy().astype(np.float64)

@@ -11,7 +11,7 @@ from rlfleet.models.distributions import Categorical
 
 
 class SoftQ(Exploration):
-    """Samples from softmax(inputs / temperature), the reference's SoftQ: for DQN (SimpleQ,
+    """Samples from softmax(inputs / temperature), RLlib 1.x's SoftQ: for DQN (SimpleQ,
     APEX) the inputs are the Q-values. With explore=False: the greedy (argmax) action. The
     log-likelihood reported is that of the tempered distribution. Masked actions (inputs at
     the lowest float) keep probability 0.

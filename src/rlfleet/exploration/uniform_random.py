@@ -1,4 +1,4 @@
-"""Random: uniformly random actions whenever exploring (the reference's `Random`)."""
+"""Random: uniformly random actions whenever exploring (RLlib 1.x's `Random`)."""
 from __future__ import annotations
 
 from typing import Optional, Tuple

@@ -1,7 +1,7 @@
 """Exporting a policy for serving (TorchScript, ONNX) and its weights alone (safetensors).
 
 The exported model maps a float32 batch of *preprocessed, filtered* observations
-`[B, *obs_shape]` (what the policy's `compute_actions` sees, as in the reference) to the
+`[B, *obs_shape]` (what the policy's `compute_actions` sees, as in RLlib 1.x) to the
 action-distribution inputs `[B, K]` and, when the model has a value head, the values `[B]`.
 A `model.json` beside it records the input/output names, the action distribution and the
 spaces. Exported weights (`<prefix>.safetensors` + `<prefix>.json`) load back with

@@ -2,7 +2,7 @@
 
 Why: every `torch.optim.Optimizer` imports `torch._dynamo` (and with it sympy) the first
 time one of its methods runs: 2-3 s of start-up and ~70 MB of memory for a PPO run on
-CartPole, spent before the first `train()` result (issue 16). On CPU, `torch.optim.Adam`
+CartPole, spent before the first `train()` result (`benchmarks/startup.py`). On CPU, `torch.optim.Adam`
 also runs its per-tensor loop (`_single_tensor_adam`) and fires profiler hooks each step.
 
 `Adam` here computes exactly what `torch.optim.Adam` computes (same ops in the same order:

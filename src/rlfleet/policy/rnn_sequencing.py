@@ -52,7 +52,7 @@ def chop_into_sequences(
     agent_ids: Optional[np.ndarray] = None,
     dynamic_max: bool = True,
 ) -> Tuple[List[np.ndarray], List[np.ndarray], np.ndarray]:
-    """Cuts rows into padded sequences (the reference's `chop_into_sequences`).
+    """Cuts rows into padded sequences (RLlib 1.x's `chop_into_sequences`, `rllib/policy/rnn_sequencing.py`).
 
     Args:
         episode_ids: `[N]` episode id per row; a change starts a new trajectory.

@@ -65,7 +65,7 @@ class SampleBatch(dict):
             return len(value)
         return 0
 
-    def __len__(self) -> int:  # len(batch) is its number of rows, as the reference
+    def __len__(self) -> int:  # len(batch) is its number of rows, as in RLlib 1.x
         return self.count
 
     def agent_steps(self) -> int:

@@ -2,7 +2,7 @@
 
 Devices: a policy on the trainer's own worker (index 0) learns on `num_gpus` GPUs, one on a
 remote worker on `num_gpus_per_worker`; 0 is the CPU. A fraction (0.5) is one device, as in
-the reference (`ceil`): several policies may share a GPU. `_fake_gpus: True` simulates the
+RLlib 1.x (`ceil`): several policies may share a GPU. `_fake_gpus: True` simulates the
 GPUs with CPU "towers", so every line below runs on a machine without one.
 
 Towers: with two or more devices the policy's model is copied onto each (`Towers`); the

@@ -52,7 +52,7 @@ class Episode:
         self._last_info: Optional[dict] = None
         self._last_reward = 0.0
 
-    # The reference's accessors (single agent: agent id is ignored).
+    # RLlib 1.x's accessors, which its callbacks use (single agent: agent id is ignored).
     def last_observation_for(self, agent_id=0):
         return self._last_obs
 

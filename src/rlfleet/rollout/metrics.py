@@ -40,7 +40,8 @@ def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | N
     policy_rewards: Dict[str, List[float]] = defaultdict(list)
     for e in episodes:
         for (_, policy_id), reward in e.agent_rewards.items():
-            # As the reference: the default policy (single-agent runs) is not listed.
+            # As RLlib 1.x: the default policy (single-agent runs) is not listed, since it would
+            # repeat episode_reward_*.
             if policy_id != DEFAULT_POLICY_ID:
                 policy_rewards[policy_id].append(reward)
         for name, value in e.custom_metrics.items():
@@ -77,9 +78,9 @@ def summarize_episodes(episodes: Sequence[RolloutMetrics], new_episodes: int | N
 class EpisodeWindow:
     """The finished episodes a result's episode statistics are taken over.
 
-    As the reference's `min_history`: every episode that finished this iteration counts,
-    however many; when fewer than `size` did, the most recent earlier ones fill the window
-    up to `size`. So `size` (`metrics_smoothing_episodes`) is a minimum, not a cap.
+    As RLlib 1.x's `min_history` (`rllib/evaluation/metrics.py`): every episode that
+    finished this iteration counts, however many; when fewer than `size` did, the most recent
+    earlier ones fill the window up to `size`. So `size` (`metrics_smoothing_episodes`) is a minimum, not a cap.
 
     Args:
         size: `metrics_smoothing_episodes`.

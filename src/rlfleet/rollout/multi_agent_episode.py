@@ -87,7 +87,7 @@ class MultiAgentEpisode:
     def policies_in_use(self) -> set:
         return set(self._policy.values())
 
-    # --- the reference's accessors -------------------------------------------------------
+    # --- RLlib 1.x's accessors (its callbacks use them) ---------------------------------------
     def last_observation_for(self, agent_id: AgentID = 0):
         """The agent's last observation, preprocessed and filtered (what its policy saw)."""
         return self._last_obs.get(agent_id)

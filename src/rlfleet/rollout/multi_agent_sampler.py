@@ -254,7 +254,7 @@ class MultiAgentSampler(MultiAgentObservations):
                 ep._last_raw_obs[aid] = carried._last_raw_obs[aid]
                 ep._last_info[aid] = infos.get(aid, {})
         for policy in self.worker.policy_map.in_memory_policies():
-            # An exploration that acts per episode (ParameterNoise) hears of each start, as the reference's.
+            # An exploration that acts per episode (ParameterNoise) hears of each start, as in RLlib 1.x.
             start = policy.exploration.bound_hook("on_episode_start")
             if start is not None:
                 start()

@@ -89,7 +89,8 @@ def call_mapping_fn(fn: Callable, agent_id, episode, worker) -> str:
 
 
 def default_policy_mapping_fn(agent_id, episode, worker=None, **kwargs) -> str:
-    """Every agent to 'default_policy' (the reference's default), or to the only policy."""
+    """Every agent to 'default_policy' (RLlib 1.x's default, so its single-agent configs and
+    checkpoints keep their policy id), or to the only policy."""
     ids = list(worker.policy_map) if worker is not None else [DEFAULT_POLICY_ID]
     if DEFAULT_POLICY_ID in ids or not ids:
         return DEFAULT_POLICY_ID

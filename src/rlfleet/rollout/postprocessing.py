@@ -62,7 +62,8 @@ def compute_advantages(
     use_gae: bool = True,
     use_critic: bool = True,
 ) -> SampleBatch:
-    """Adds `advantages` and `value_targets` columns (the reference's semantics).
+    """Adds `advantages` and `value_targets` columns (the semantics of RLlib 1.x's
+    `compute_advantages`, `rllib/evaluation/postprocessing.py`).
 
     Args:
         batch: contiguous trajectories with `rewards`, `eps_id` (and `vf_preds` when a
@@ -122,7 +123,7 @@ def bootstrap_values(policy, batch: SampleBatch) -> np.ndarray:
 
 
 def standardized(x: np.ndarray, eps: float = 1e-4) -> np.ndarray:
-    """(x - mean) / std, as the reference standardises advantages per train batch."""
+    """(x - mean) / std, as RLlib 1.x standardises advantages per train batch."""
     return ((x - x.mean()) / max(float(x.std()), eps)).astype(np.float32)
 
 

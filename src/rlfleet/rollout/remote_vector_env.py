@@ -11,8 +11,9 @@ gives the same samples with or without `remote_worker_envs`.
 Waiting (`remote_env_batch_wait_ms`): the sampler steps its sub-envs in lockstep (one
 batched forward pass per step into `[T, num_envs]` arrays), so every `step()` sends all
 actions at once (the sub-envs step in parallel) and returns when *every* sub-env has
-answered. The reference's sampler could instead go on with the sub-envs that were ready
-(with 0 ms: as soon as one was, else after that many ms) and leave the others' actions
+answered. RLlib 1.x's `RemoteVectorEnv` (`rllib/env/remote_vector_env.py`) could instead go
+on with the sub-envs that were ready (with 0 ms: as soon as one was, else after that many
+ms) and leave the others' actions
 pending; lockstep stepping has no place for a partial step, so here a step always waits
 for all sub-envs, however long they take, and config validation rejects any
 `remote_env_batch_wait_ms` other than 0 (naming the key) rather than ignore it.
@@ -94,7 +95,7 @@ class RemoteVectorEnv:
         self._ray = ray
         self.num_envs = len(contexts)
         seeds = list(seeds) if seeds is not None else [None] * self.num_envs
-        # num_cpus=0 as in the reference: an env actor mostly waits for its worker.
+        # num_cpus=0 (as RLlib 1.x): an env actor mostly waits for its worker.
         actor_cls = ray.remote(num_cpus=0)(_EnvActor)
         self.actors = [
             actor_cls.remote(env_creator, ctx, dict(rules=rules, seeds=[seeds[i]]))

@@ -46,7 +46,7 @@ def sample_into(worker: RolloutWorker, process: Callable[[RolloutWorker, Any], A
 
 
 def health_probe(worker: RolloutWorker) -> int:
-    # As the reference: a worker is healthy if it can still sample (a dead process, or an
+    # As RLlib 1.x: a worker is healthy if it can still sample (a dead process, or an
     # env that keeps raising, is not).
     return worker.sample().count if worker.sampler is not None else 0
 

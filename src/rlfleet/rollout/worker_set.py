@@ -84,7 +84,7 @@ class WorkerSet(WorkerMembership, AsyncRequests):
                 self.add_workers(num_workers)
                 self._wait_until_scheduled()
                 if not trainer_config.get("create_env_on_driver"):
-                    # As the reference: the local worker only learns, so it has no env; it
+                    # As RLlib 1.x: the local worker only learns, so it has no env; it
                     # builds its policy from the spaces of a remote worker's env.
                     obs_space, act_space = trainer_config.get("observation_space"), trainer_config.get("action_space")
                     if env_creator is not None and (obs_space is None or act_space is None):
@@ -277,7 +277,8 @@ class WorkerSet(WorkerMembership, AsyncRequests):
     def merge_filters(self, update_remote: bool = True) -> None:
         """Merges the remote workers' filter buffers (flushed there) into the local filters,
         in worker order; with `update_remote`, sends the merged filters back (one `ray.put`,
-        buffers empty so nothing is counted twice). The reference's FilterManager."""
+        buffers empty so nothing is counted twice). RLlib 1.x's
+        FilterManager (`rllib/utils/filter_manager.py`)."""
         if not self._remote:
             return
         remote_filters = self._ray.get([w.get_filters.remote(flush_after=True) for w in self._remote])

@@ -1,7 +1,8 @@
-"""What a trainer does when a remote worker dies (or raises) during `train()`, as the
-reference: with `recreate_failed_workers` it is replaced (same worker index; the current
-policies, policy mapping, weights and filters), with `ignore_worker_failures` it is dropped
-and training goes on with the others, with neither `WorkerFailureError` is raised."""
+"""What a trainer does when a remote worker dies (or raises) during `train()`, as in
+RLlib 1.x (`rllib/agents/trainer.py`): with `recreate_failed_workers` it is replaced (same
+worker index; the current policies, policy mapping, weights and filters), with
+`ignore_worker_failures` it is dropped and training goes on with the others, with neither
+`WorkerFailureError` is raised."""
 from __future__ import annotations
 
 import logging
@@ -15,8 +16,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# How often one train() call recovers from remote worker failures before giving up (as
-# the reference).
+# How often one train() call recovers from remote worker failures before giving up (RLlib 1.x's
+# value: more failures in a row point to a persistent cluster problem, not a flaky worker).
 MAX_WORKER_FAILURE_RETRIES = 3
 
 

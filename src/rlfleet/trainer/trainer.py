@@ -130,7 +130,7 @@ class Trainer(TrainerState, TrainerPolicies):
     @classmethod
     def merge_trainer_configs(cls, config1: dict, config2: Optional[dict],
                               _allow_unknown_configs: Optional[bool] = None) -> dict:
-        """`config1` deep-updated with `config2` under the reference's rules (see rlfleet/config/merge.py)."""
+        """`config1` deep-updated with `config2` under RLlib 1.x's rules (see rlfleet/config/merge.py)."""
         if _allow_unknown_configs is None:
             _allow_unknown_configs = cls._allow_unknown_configs
         return merge_configs(config1, config2, _allow_unknown_configs, cls._allow_unknown_subkeys,
@@ -191,8 +191,8 @@ class Trainer(TrainerState, TrainerPolicies):
         """Runs training steps for one iteration (at least `min_iter_time_s` seconds and
         `timesteps_per_iteration` env steps) and returns the result dict.
 
-        A remote worker that dies (or raises) during the iteration is handled as the
-        reference does, up to `MAX_WORKER_FAILURE_RETRIES` times per call: with
+        A remote worker that dies (or raises) during the iteration is handled as in
+        RLlib 1.x (`rllib/agents/trainer.py`), up to `MAX_WORKER_FAILURE_RETRIES` times per call: with
         `recreate_failed_workers` it is replaced by a new worker with the current policies,
         policy mapping, weights and filters; with `ignore_worker_failures` it is dropped and
         training goes on with the others; with neither, `WorkerFailureError` is raised.
@@ -293,8 +293,8 @@ class Trainer(TrainerState, TrainerPolicies):
         return {"timestep": self.counters["num_env_steps_sampled"]}
 
     def get_config(self) -> Dict[str, Any]:
-        """A copy of the full config this trainer runs with (defaults merged in), as the
-        reference's `Trainer.get_config()`."""
+        """A copy of the full config this trainer runs with (defaults merged in), as RLlib
+        1.x's `Trainer.get_config()`."""
         return copy.deepcopy(self.config)
 
     # --- checkpoints (saving and restoring: trainer_state.py) --------------------------
@@ -349,7 +349,7 @@ class Trainer(TrainerState, TrainerPolicies):
         """Tune's name for `stop`."""
         self.stop()
 
-    # --- the rest of the reference's Trainer API -------------------------------------
+    # --- the rest of RLlib 1.x's Trainer API (kept so its user code runs) -------------------
     @classmethod
     def with_updates(cls, *, name: Optional[str] = None, default_config: Optional[dict] = None,
                      default_policy: Optional[type] = None, validate_config: Optional[Callable[[dict], None]] = None

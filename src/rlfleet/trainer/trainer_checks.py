@@ -9,7 +9,7 @@ from rlfleet.models.action_mask import MaskLayout
 
 def check_models_fit_spaces(worker: Any) -> None:
     """`model.conv_filters` needs image observations: on a flat one the built-in models would
-    silently ignore it (the reference did), so say so."""
+    silently ignore it (RLlib 1.x did), so say so."""
     trained = set(worker.policies_to_train)
 
     def check(policy: Any, pid: str) -> None:

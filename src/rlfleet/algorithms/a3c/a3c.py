@@ -20,7 +20,7 @@ K = ConfigKey
 ALGO_KEYS: List[ConfigKey] = ACTOR_CRITIC_KEYS + [
     override("rollout_fragment_length", 10),
     override("min_iter_time_s", 5),
-    # The reference samples in a background thread here; rlfleet does not by default: that
+    # RLlib 1.x samples in a background thread here; rlfleet does not by default: that
     # thread and the gradient computation would share one torch model (and its cached values).
     override("sample_async", False),
     K("grads_per_step", 100, "Gradients applied per training step (each from one worker's sample batch).",

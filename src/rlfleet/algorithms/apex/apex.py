@@ -28,10 +28,10 @@ K = ConfigKey
 # Ape-X's own keys; shared with APEX_DDPG.
 APEX_KEYS: List[ConfigKey] = [
     K("num_replay_buffer_shards", 4, "Replay shards (Ray actors with remote workers); each holds "
-      "buffer_size / shards transitions and replays once it has learning_starts / shards (the reference's "
+      "buffer_size / shards transitions and replays once it has learning_starts / shards (RLlib 1.x's "
       "optimizer.num_replay_buffer_shards is taken too).", int_at_least(1)),
     K("max_weight_sync_delay", 400, "A worker gets the learner's newest weights after sampling this many "
-      "env steps (the reference's optimizer.max_weight_sync_delay is taken too).", int_at_least(1)),
+      "env steps (RLlib 1.x's optimizer.max_weight_sync_delay is taken too).", int_at_least(1)),
     K("worker_side_prioritization", True, "Workers compute the initial priorities (|TD error|) of the "
       "transitions they add; False: new transitions get the shard's highest priority so far.", boolean),
     K("learner_queue_size", 16, "Replayed batches waiting for the learner thread at most.", int_at_least(1)),
@@ -41,7 +41,7 @@ APEX_KEYS: List[ConfigKey] = [
       int_at_least(1)),
 ]
 
-# The reference's Ape-X defaults on top of DQN's.
+# RLlib 1.x's Ape-X defaults on top of DQN's (`rllib/agents/dqn/apex.py`).
 APEX_DEFAULTS: Dict[str, Any] = {
     "n_step": 3,
     "num_workers": 32,
@@ -62,14 +62,14 @@ ALGO_KEYS: List[ConfigKey] = with_defaults(
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
-# The reference's Ape-X took its replay settings in `optimizer` (the arguments of 1.x's
+# RLlib 1.x's Ape-X took its replay settings in `optimizer` (the arguments of 1.x's
 # AsyncReplayOptimizer); here they are Ape-X's own top-level keys. `debug` added the shards'
 # stats to the results, which rlfleet always reports (info/replay_shard_<i>).
 REFERENCE_OPTIMIZER_ENTRIES = ("num_replay_buffer_shards", "max_weight_sync_delay", "debug")
 
 
 def fold_reference_optimizer(config: dict, defaults: dict) -> None:
-    """Moves the reference's replay entries of `optimizer` to their top-level keys, in place.
+    """Moves RLlib 1.x's replay entries of `optimizer` to their top-level keys, in place.
 
     Args:
         config: a validated config of APEX or APEX_DDPG.
@@ -96,7 +96,7 @@ def fold_reference_optimizer(config: dict, defaults: dict) -> None:
         except InvalidValue as e:
             raise ValueError(e.message(f"optimizer.{key}", value)) from None
         if config[key] != defaults[key] and config[key] != value:
-            raise ValueError(f"'optimizer.{key}': {value!r} (the reference's place for it) and '{key}': "
+            raise ValueError(f"'optimizer.{key}': {value!r} (RLlib 1.x's place for it) and '{key}': "
                              f"{config[key]!r} disagree; set only '{key}'")
         config[key] = value
 

@@ -12,8 +12,9 @@ from rlfleet.algorithms.ddpg.ddpg import DDPGTrainer
 from rlfleet.algorithms.ddpg.ddpg_policy import DDPGTorchPolicy
 from rlfleet.config import ConfigKey, algorithm_config, with_defaults
 
-# The reference's Ape-X DDPG defaults on top of DDPG's: Ape-X's, with DDPG's exploration.
-# As the reference: the targets are Polyak-averaged (with tau) once per
+# RLlib 1.x's Ape-X DDPG defaults (`rllib/agents/ddpg/apex.py`) on top of DDPG's: Ape-X's,
+# with DDPG's exploration.
+# As RLlib 1.x: the targets are Polyak-averaged (with tau) once per
 # `target_network_update_freq` trained steps; 0 averages after every update, as DDPG does.
 APEX_DDPG_DEFAULTS: Dict[str, Any] = dict(
     APEX_DEFAULTS,
@@ -35,7 +36,7 @@ class ApexDDPGTrainer(ApexTrainer):
     _policy_class = DDPGTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
-        # The reference's optimizer entries moved, DDPG's rules (not DQN's), then Ape-X's.
+        # RLlib 1.x's optimizer entries moved, DDPG's rules (not DQN's), then Ape-X's.
         fold_reference_optimizer(config, self._default_config)
         DDPGTrainer.validate_algorithm_config(self, config)
         validate_apex(self._name, config)

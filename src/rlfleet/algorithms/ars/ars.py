@@ -3,11 +3,11 @@ linear (or small MLP) policy on normalised states, the top `rollouts_used` direc
 and a step scaled by the standard deviation of their returns.
 
 Per iteration the perturbation workers try `num_rollouts / 2` directions (`num_rollouts`
-perturbed episodes, as the reference counts them); then, over the directions whose better
+perturbed episodes, as RLlib 1.x counts them); then, over the directions whose better
 return is in the top `rollouts_used / num_rollouts` fraction,
 
     g = sum_i (R+_i - R-_i) * eps_i / (b * std(R of those directions))
-    theta <- theta + sgd_stepsize * momentum-averaged g   (the reference's SGD: sgd_momentum 0.9)
+    theta <- theta + sgd_stepsize * momentum-averaged g   (RLlib 1.x's SGD: sgd_momentum 0.9)
 
 Returns used by the update are shifted by `-|offset|` per step (the ARS paper's correction
 for an alive bonus); reported returns are not.
@@ -31,7 +31,7 @@ ALGO_KEYS: List[ConfigKey] = search_keys(action_noise_std=0.0, eval_prob=0.03) +
       "return) makes the step.", int_at_least(1)),
     K("sgd_stepsize", 0.01, "Step size of the update (SGD on the flat parameters, with sgd_momentum).",
       number_above(0)),
-    K("sgd_momentum", 0.9, "Momentum of that SGD: 0.9 is the reference's optimizer, 0 the ARS paper's plain step "
+    K("sgd_momentum", 0.9, "Momentum of that SGD: 0.9 is RLlib 1.x's optimizer, 0 the ARS paper's plain step "
       "(benchmarks/zoo_cases/swimmer-ars.yaml uses 0).", number_in(0, 0.999)),
     K("offset", 0.0, "Subtracted (as |offset|) from every step's reward in the returns the update uses.",
       finite_number),
@@ -74,7 +74,8 @@ class ARSTrainer(EvolutionTrainer):
         spread = float(np.std(used))
         if not np.isclose(spread, 0.0):
             g /= spread
-        # The reference's SGD: v <- m v + (1 - m) grad on the negated estimate, theta <- theta - lr v.
+        # RLlib 1.x's SGD (`rllib/agents/ars/optimizers.py`): v <- m v + (1 - m) grad on the
+        # negated estimate, theta <- theta - lr v.
         momentum = float(self.config["sgd_momentum"])
         self._velocity = momentum * self._velocity + (1.0 - momentum) * -g
         step = -float(self.config["sgd_stepsize"]) * self._velocity

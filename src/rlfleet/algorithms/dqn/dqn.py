@@ -1,6 +1,6 @@
-"""DQN (Mnih et al. 2015) with the Rainbow options the reference offers: double Q,
-dueling heads, n-step returns, prioritized replay, noisy nets and C51. SimpleQ is the
-plain variant (none of those)."""
+"""DQN (Mnih et al. 2015) with the Rainbow options (Hessel et al. 2018, arXiv:1710.02298)
+that RLlib 1.x offers: double Q, dueling heads, n-step returns, prioritized replay, noisy
+nets and C51. SimpleQ is the plain variant (none of those)."""
 from __future__ import annotations
 
 from typing import List
@@ -15,7 +15,7 @@ from rlfleet.config import (ConfigKey, algorithm_config, finite_number, int_at_l
 K = ConfigKey
 
 ALGO_KEYS: List[ConfigKey] = [
-    # The reference's SimpleQ rows.
+    # RLlib 1.x's SimpleQ rows (`rllib/agents/dqn/simple_q.py`).
     override("exploration_config", {
         "type": "EpsilonGreedy",
         "initial_epsilon": 1.0,

@@ -27,7 +27,8 @@ ALGO_KEYS: List[ConfigKey] = search_keys(action_noise_std=0.01, eval_prob=0.003)
       "perturbed env steps).", int_at_least(1)),
     K("l2_coeff", 0.005, "Weight decay added to the negated gradient estimate.", number_in(0)),
     K("stepsize", 0.01, "Adam's step size on the flat parameters.", number_above(0)),
-    K("return_proc_mode", "centered_rank", "Fitness shaping of the returns (the reference has centered_rank only).",
+    K("return_proc_mode", "centered_rank", "Fitness shaping of the returns (RLlib 1.x has centered_rank only, "
+      "Salimans et al. 2017's choice).",
       one_of("centered_rank")),
 ]
 

@@ -9,7 +9,7 @@ K = ConfigKey
 
 
 def search_keys(*, action_noise_std: float, eval_prob: float) -> List[ConfigKey]:
-    """The perturbation-search keys, with the reference's defaults for one algorithm."""
+    """The perturbation-search keys, with RLlib 1.x's defaults for one algorithm."""
     return [
         override("observation_filter", "MeanStdFilter"),
         # The perturbations were scored acting on the mode; so does the trained policy.

@@ -13,13 +13,13 @@ import numpy as np
 
 from rlfleet.utils.seeding import derive_seed
 
-# The reference's fixed noise seed, used when the config sets no `seed`.
+# RLlib 1.x's fixed noise seed (`rllib/agents/es/es.py`), used when the config sets no `seed`.
 DEFAULT_NOISE_SEED = 123
 
 
 def make_noise(noise_size: int, seed: int | None) -> np.ndarray:
-    """`noise_size` float32 draws of N(0, 1), the same for the same `seed` (None: the
-    reference's fixed seed)."""
+    """`noise_size` float32 draws of N(0, 1), the same for the same `seed` (None: RLlib
+    1.x's fixed seed)."""
     noise_seed = DEFAULT_NOISE_SEED if seed is None else derive_seed(seed, "noise_table")
     return np.random.default_rng(noise_seed).standard_normal(int(noise_size), dtype=np.float32)
 
@@ -43,7 +43,7 @@ class SharedNoiseTable:
         """`count` start indices whose slices of length `dim` fit in the table."""
         if dim > len(self.noise):
             raise ValueError(f"noise_size={len(self.noise)} is smaller than the policy's {dim} parameters; raise "
-                             f"noise_size to at least {dim} (the reference uses 250000000)")
+                             f"noise_size to at least {dim} (RLlib 1.x uses 250000000)")
         return rng.integers(0, len(self.noise) - dim + 1, size=count, dtype=np.int64)
 
 

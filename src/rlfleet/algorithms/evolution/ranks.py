@@ -11,7 +11,7 @@ from rlfleet.algorithms.evolution.noise_table import SharedNoiseTable
 def centered_ranks(returns: np.ndarray) -> np.ndarray:
     """Each entry's rank over the whole array, scaled into [-0.5, 0.5] (Salimans et al. 2017):
     the update then depends on the order of the returns only, not on their scale or outliers.
-    Ties take distinct ranks in order of appearance, as in the reference."""
+    Ties take distinct ranks in order of appearance, as in RLlib 1.x's `compute_ranks`."""
     flat = np.asarray(returns, dtype=np.float64).ravel()
     ranks = np.empty(flat.size, dtype=np.float64)
     ranks[flat.argsort(kind="stable")] = np.arange(flat.size)

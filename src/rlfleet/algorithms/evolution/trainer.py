@@ -6,7 +6,7 @@ observation filter to the perturbation workers, gathers the returns of `theta +/
 filter, lets the algorithm turn the returns into a new `theta` (`update`), and writes
 `theta` into the policy's model, where acting, evaluation, export and checkpoints read it.
 
-Results follow the reference: `episode_reward_mean` is the mean over the last
+Results follow RLlib 1.x's ES and ARS: `episode_reward_mean` is the mean over the last
 `report_length` iterations of the unperturbed evaluation episodes' mean return (episodes
 run with probability `eval_prob` per slot); iterations without one add nothing. Every env
 step counts in `timesteps_total`, the evaluation episodes' included.
@@ -113,7 +113,7 @@ class EvolutionTrainer(Trainer):
 
     def _merge_observation_stats(self, filt, batch: Collection) -> None:
         """Merges each answer's filter buffer (that task's observations) into the trainer's
-        filter, which the next round sends out: the reference's synchronised MeanStdFilter."""
+        filter, which the next round sends out: RLlib 1.x's synchronised MeanStdFilter."""
         for result in batch.results:
             if result.filter_state:
                 delta = get_filter(self.config["observation_filter"], filt.shape)

@@ -24,11 +24,11 @@ from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 
 K = ConfigKey
 
-# The replay keys MADDPG honours (no prioritized replay, as the reference).
+# The replay keys MADDPG honours (no prioritized replay, as in RLlib 1.x's MADDPG).
 _REPLAY = {"buffer_size", "store_buffer_in_checkpoints", "learning_starts", "training_intensity",
            "target_network_update_freq", "n_step"}
 
-# The reference's keys and defaults (RLlib 1.x contrib/maddpg).
+# RLlib 1.x's MADDPG keys and defaults (`rllib/contrib/maddpg/maddpg.py`), so its configs run unchanged.
 ALGO_KEYS: List[ConfigKey] = [
     K("agent_id", None, "This policy's agent: its index in 'multiagent.policies' (None: that index).",
       optional(int_at_least(0), "its index in 'multiagent.policies'")),

@@ -5,8 +5,9 @@ own only: DDPG per agent, the paper's baseline).
 Discrete actions as in the paper: the actor outputs logits; acting samples Gumbel-max (a
 Categorical sample; `explore: False` takes the argmax), and wherever the critic needs an
 action that gradients flow through (the actor loss) or a target action, the actor's output
-is a relaxed Gumbel-softmax sample at temperature 1 (as the reference's
-`RelaxedOneHotCategorical`). The critic sees stored actions one-hot.
+is a relaxed Gumbel-softmax sample at temperature 1 (as RLlib 1.x's
+`RelaxedOneHotCategorical`; Lowe et al. 2017, arXiv:1706.02275, use the Gumbel-softmax for
+discrete actions). The critic sees stored actions one-hot.
 
 The trainer (maddpg.py) hands every policy the same joint batch: columns `obs_i`,
 `new_obs_i`, `actions_i`, `rewards_i`, `terminateds_i`, `n_steps_i` and `new_actions_i`

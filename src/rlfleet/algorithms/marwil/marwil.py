@@ -25,7 +25,7 @@ ALGO_KEYS: List[ConfigKey] = [
     override("lr", 1e-4),
     override("train_batch_size", 2000),
     override("num_workers", 0),
-    # Deviation: the reference shares the value head's layers (the common default). With
+    # Deviation: RLlib 1.x shares the value head's layers (the common default). With
     # returns in the tens or hundreds, the value loss then swamps the policy's gradient
     # (CartPole, 60:40 random/expert data: ~70 with shared layers, ~210 without).
     override("model.vf_share_layers", False),

@@ -20,7 +20,8 @@ def marwil_loss(policy: "MARWILTorchPolicy", model, dist_class, batch: Dict[str,
     """-mean(exp(beta * A / sqrt(ma(A^2))) * log pi(a|s)) + vf_coeff * 0.5 * mean(A^2).
 
     `A` is the discounted return (the `advantages` column) minus V(s); the moving average
-    of A^2 (`policy.ma_adv_norm`) is updated in place, as the reference does. With beta 0
+    of A^2 (`policy.ma_adv_norm`) is updated in place, as RLlib 1.x does (Wang et al. 2018's
+    running normaliser of the advantage). With beta 0
     the loss is -mean(log pi(a|s)) and no value function is learnt.
     """
     cfg = policy.config

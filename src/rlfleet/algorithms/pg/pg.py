@@ -38,7 +38,7 @@ class PGTorchPolicy(TorchPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES)
 
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
-        # The reference's PG has no critic, so it never bootstraps.
+        # REINFORCE (Williams 1992) has no critic, so it never bootstraps: returns are plain discounted sums.
         zeros = torch.zeros(sample_batch.count).numpy()
         return compute_advantages(sample_batch, zeros, self.config["gamma"], use_gae=False, use_critic=False)
 

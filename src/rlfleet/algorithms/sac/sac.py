@@ -34,7 +34,8 @@ ALGO_KEYS: List[ConfigKey] = [
     K("twin_q", True, "Clipped double Q: two Q-nets, the smaller estimate is the target.", boolean),
     *_net_keys("Q_model", "Q-networks"),
     *_net_keys("policy_model", "policy network"),
-    # Reference SAC acts in [-1, 1] and lets the sampler unsquash; clipping is then moot.
+    # SAC's tanh-squashed Gaussian acts in [-1, 1] (Haarnoja et al. 2018, arXiv:1801.01290,
+    # appendix C) and the sampler unsquashes to the env's bounds, so clipping is then moot.
     override("clip_actions", False),
     override("normalize_actions", True),
     K("tau", 5e-3, "Polyak averaging of the targets per update: target <- tau * online + (1 - tau) * target.",
