@@ -52,6 +52,8 @@ DATA_DESCRIPTIONS: Dict[str, str] = {
     "ACTOR_CRITIC_KEYS": "The actor-critic keys A2C shares with A3C (`ConfigKey`s).",
     "OPTIMIZER_KEYS": "The learning-rate and gradient keys A2C shares with A3C (`ConfigKey`s).",
     "VTRACE_KEYS": "The V-trace keys IMPALA shares with APPO (`ConfigKey`s).",
+    "ASYNC_KEYS": "The keys of the asynchronous data flow IMPALA and APPO share: learner queue, "
+                  "replay mix-in, broadcast interval (`ConfigKey`s).",
     "TS_CONFIG": "BanditLinTS's default config (the common keys with the bandits' own).",
     "UCB_CONFIG": "BanditLinUCB's default config (the common keys with the bandits' own).",
 }
