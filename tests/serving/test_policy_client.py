@@ -43,6 +43,7 @@ def test_ppo_learns_from_client_processes_in_both_modes():
     assert taken["remote"] > 0 and taken["local"] > 0, taken
 
 
+@pytest.mark.slow
 def test_dqn_trains_on_actions_a_client_only_logged():
     """Every episode is played by the simulator's own random controller (log_action); DQN
     trains on them (that DQN learns through log_action: tests/env/test_external_env.py, in-process)."""
