@@ -14,6 +14,7 @@ _module_aliases.install()  # old import paths of moved modules keep working (mod
 
 _LAZY = {
     "Trainer": ("rlfleet.trainer", "Trainer"),
+    "Algorithm": ("rlfleet.trainer", "Trainer"),  # RLlib 2.x's name for the same class
     "CheckpointError": ("rlfleet.utils.safe_files", "CheckpointError"),
     "CheckpointSaveError": ("rlfleet.utils.safe_files", "CheckpointSaveError"),
     "EnvError": ("rlfleet.env.checks", "EnvError"),

@@ -44,12 +44,13 @@ def trainer_state(ck: Checkpoint) -> Dict[str, Any]:
     return state
 
 
-def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints_num: Optional[int] = None) -> str:
-    """Writes `trainer.get_state()` to `<checkpoint_dir or trainer.logdir>/checkpoint_<iteration>/`;
-    see `Trainer.save`."""
+def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints_num: Optional[int] = None, *,
+                 path: Optional[str] = None) -> str:
+    """Writes `trainer.get_state()` to `<checkpoint_dir or trainer.logdir>/checkpoint_<iteration>/`
+    (or to the folder `path` itself: `Trainer.save_to_path`); see `Trainer.save`."""
     state = trainer.get_state()
     parent = os.path.abspath(checkpoint_dir or trainer.logdir)
-    path = os.path.join(parent, f"checkpoint_{int(state['iteration'])}")
+    path = os.path.abspath(path) if path else os.path.join(parent, f"checkpoint_{int(state['iteration'])}")
     head, body = _split_state(state)
     versions = software_versions()
     manifest = {

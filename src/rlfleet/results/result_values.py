@@ -11,6 +11,8 @@ import os
 import types
 from typing import Any, Dict, Iterable, Mapping
 
+from rlfleet.results.rllib2_keys import is_rllib2_copy
+
 # Keys left out of progress.csv and TensorBoard: they are bulky (per-episode lists, the whole
 # config) and already kept in full in result.json / params.json. Matched against every path
 # segment, so "evaluation/hist_stats/..." is excluded too.
@@ -172,7 +174,10 @@ def flatten_dict(d: Mapping[str, Any], sep: str = "/") -> Dict[str, Any]:
 
 
 def excluded_from_csv(flat_key: str, sep: str = "/") -> bool:
-    return any(part in EXCLUDED_FROM_CSV for part in flat_key.split(sep))
+    """Whether progress.csv and TensorBoard leave the flattened key out: bulky values, and the
+    RLlib 2.x copies of 1.x values (rllib2_keys.py), so each quantity is one column and one
+    curve; result.json keeps both."""
+    return any(part in EXCLUDED_FROM_CSV for part in flat_key.split(sep)) or is_rllib2_copy(flat_key, sep)
 
 
 def is_number(value: Any) -> bool:

@@ -4,8 +4,9 @@ An algorithm subclasses `Trainer`, sets `_name`, `_default_config` and `_policy_
 and writes `training_step()` as straight-line code (sample, learn, sync). Evaluation lives
 in evaluation.py, resource requests in resources.py, worker-failure handling in
 fault_tolerance.py, state and checkpoints in trainer_state.py (the file format in checkpoint/),
-acting on raw observations in acting.py (through trainer_policies.py); Ray is called only
-inside the WorkerSet.
+acting on raw observations in acting.py (through trainer_policies.py), RLlib 2.x's method
+names in algorithm_api.py (`rlfleet.Algorithm` is this class); Ray is called only inside the
+WorkerSet.
 """
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ from rlfleet.env.old_api import with_old_api_adapters
 from rlfleet.env.registry import resolve_env
 from rlfleet.env.task_settable import apply_env_task_fn
 from rlfleet.env.wrappers.atari import with_atari_preprocessing
+from rlfleet.trainer.algorithm_api import AlgorithmMethods
 from rlfleet.trainer.evaluation import Evaluator
 from rlfleet.trainer.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, recover_workers, run_with_recovery
 from rlfleet.results.logger import UnifiedLogger, make_logdir, sys_usage
+from rlfleet.results.rllib2_keys import add_rllib2_keys
 from rlfleet.trainer.trainer_checks import check_models_fit_spaces, check_required_fast_paths
 from rlfleet.trainer.resources import ResourceRequest, configure_driver, default_resource_request
 from rlfleet.rollout.metrics import EpisodeWindow, merge_perf, summarize_episodes
@@ -42,7 +45,7 @@ from rlfleet.trainer.trainer_state import TrainerState
 logger = logging.getLogger(__name__)
 
 
-class Trainer(TrainerState, TrainerPolicies):
+class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
     """Coordinates sampling and learning for one algorithm.
 
     Args:
@@ -226,7 +229,7 @@ class Trainer(TrainerState, TrainerPolicies):
         result = self._compile_result(learner_info, steps)
         if evaluate_now:
             result.update(evaluation if evaluation is not None else self.evaluate())
-        return result
+        return add_rllib2_keys(result)  # after evaluation: its 2.x names too
 
     def _run_training_steps(self, start: float):
         sampled_before = self.counters["num_env_steps_sampled"]
@@ -285,9 +288,9 @@ class Trainer(TrainerState, TrainerPolicies):
 
         With `evaluation_num_workers > 0` the episodes are shared out among the remote
         evaluation workers, which run them in parallel; else the evaluation worker set's
-        local worker runs them.
+        local worker runs them. The metrics carry RLlib 2.x's names too (`env_runners`).
         """
-        return self.evaluator.evaluate(self)
+        return add_rllib2_keys(self.evaluator.evaluate(self))
 
     def _global_vars(self) -> Dict[str, Any]:
         return {"timestep": self.counters["num_env_steps_sampled"]}
