@@ -256,12 +256,25 @@ def resolve_search_spaces(config: Any, path: str = "") -> Any:
     return config
 
 
+def _flat_stop(stop: Any) -> Any:
+    """Stop criteria as Tune takes them: flat "/" names (a nested `{"env_runners":
+    {"episode_return_mean": 150}}`, as RLlib 2.x results nest, becomes
+    "env_runners/episode_return_mean"), as `rlfleet train` reads them. A Tune `Stopper` or
+    function passes through."""
+    from collections.abc import Mapping
+
+    from rlfleet.results.result_values import flatten_dict
+
+    return (flatten_dict(stop) if isinstance(stop, Mapping) else stop) or None
+
+
 def run_experiments(experiments: Dict[str, Dict[str, Any]], *, verbose: int = 1) -> list:
     """Runs `rlfleet train -f`-style experiments through Tune (`tune.run_experiments`), on a
     Ray started as rlfleet starts one (an existing one, `RAY_ADDRESS`, else local on 127.0.0.1).
 
     Args:
-        experiments: `{name: {"run": "PPO" or a Trainer class, "config": {...}, "stop": {...},
+        experiments: `{name: {"run": "PPO" or a Trainer class, "config": {...}, "stop": {...} (result
+            names, flat with "/" or nested; RLlib 2.x's "env_runners/..." names too),
             "num_samples": n, "checkpoint_freq": n, "checkpoint_at_end": bool,
             "keep_checkpoints_num": n, "local_dir": parent folder}}`; search spaces in
             `config` may be Tune objects or their YAML form (`{grid_search: [...]}`, `{choice:
@@ -283,7 +296,7 @@ def run_experiments(experiments: Dict[str, Dict[str, Any]], *, verbose: int = 1)
         keep = spec.get("keep_checkpoints_num")
         specs.append(tune.Experiment(
             name, cls.__name__, config=resolve_search_spaces(spec.get("config") or {}),
-            stop=spec.get("stop") or None, num_samples=int(spec.get("num_samples") or 1),
+            stop=_flat_stop(spec.get("stop")), num_samples=int(spec.get("num_samples") or 1),
             storage_path=os.path.abspath(os.path.expanduser(spec.get("local_dir") or default_results_dir())),
             checkpoint_config={"checkpoint_frequency": int(spec.get("checkpoint_freq") or 0),
                                "checkpoint_at_end": bool(spec.get("checkpoint_at_end")),

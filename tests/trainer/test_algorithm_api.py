@@ -1,0 +1,98 @@
+"""`rlfleet.Algorithm` (the Trainer) with RLlib 2.x's methods: save_to_path / restore_from_path /
+from_checkpoint round trip, and get_module().forward_inference against compute_single_action."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import rlfleet
+from rlfleet.algorithms.ppo import PPOTrainer
+
+TINY_PPO = {"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 200, "sgd_minibatch_size": 64,
+            "num_sgd_iter": 1, "rollout_fragment_length": 200, "model": {"fcnet_hiddens": [16]}, "seed": 0}
+
+
+@pytest.fixture
+def trained(tmp_path):
+    trainer = PPOTrainer(config=TINY_PPO, logdir=str(tmp_path / "run"))
+    trainer.train()
+    yield trainer
+    trainer.stop()
+
+
+def test_algorithm_is_the_trainer_and_lazy():
+    from rlfleet.trainer import Trainer
+
+    assert rlfleet.Algorithm is Trainer
+    code = "import rlfleet, sys; print('rlfleet.trainer.trainer' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def _weights(trainer):
+    return {k: np.asarray(v) for k, v in trainer.get_weights()["default_policy"].items()}
+
+
+def test_save_to_path_restore_from_path_and_from_checkpoint(trained, tmp_path):
+    target = tmp_path / "ck"
+    path = trained.save_to_path(str(target))
+    assert path == str(target) and (target / "manifest.json").is_file()  # the folder itself, 2.x's layout
+    saved = _weights(trained)
+
+    trained.train()
+    assert trained.iteration == 2
+    trained.restore_from_path(path)
+    assert trained.iteration == 1
+    assert all(np.array_equal(saved[k], v) for k, v in _weights(trained).items())
+
+    rebuilt = rlfleet.Algorithm.from_checkpoint(path, logdir=str(tmp_path / "rebuilt"))
+    try:
+        assert type(rebuilt) is PPOTrainer and rebuilt.iteration == 1
+        assert all(np.array_equal(saved[k], v) for k, v in _weights(rebuilt).items())
+    finally:
+        rebuilt.stop()
+
+    # Saving again into the same checkpoint folder replaces it; a default path is a new folder.
+    assert trained.save_to_path(path) == path
+    other = trained.save_to_path()
+    assert other != path
+    from_default = PPOTrainer.from_checkpoint(other, logdir=str(tmp_path / "other"))
+    try:
+        assert from_default.iteration == 1
+    finally:
+        from_default.stop()
+        shutil.rmtree(other)
+
+
+def test_save_to_path_never_deletes_other_files(trained, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="no rlfleet checkpoint"):
+        trained.save_to_path(str(folder))
+    assert (folder / "notes.txt").read_text() == "keep me"
+
+
+def test_forward_inference_matches_compute_single_action(trained):
+    module = trained.get_module("default_policy")
+    obs = (0.05 * np.random.default_rng(0).normal(size=(5, 4))).astype(np.float32)  # inside CartPole's bounds
+    out = module.forward_inference({"obs": obs})
+    assert set(out) == {"action_dist_inputs", "vf_preds"}
+    assert isinstance(out["action_dist_inputs"], torch.Tensor) and out["action_dist_inputs"].shape == (5, 2)
+    for i, o in enumerate(obs):
+        _, _, extra = trained.compute_single_action(o, full_fetch=True, explore=False)
+        np.testing.assert_allclose(out["action_dist_inputs"][i].numpy(), extra["action_dist_inputs"], rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(out["vf_preds"][i].numpy(), extra["vf_preds"], rtol=1e-5, atol=1e-6)
+    # A torch batch gives the same; greedy actions are the argmax of the logits.
+    again = module.forward_inference({"obs": torch.from_numpy(obs)})
+    assert torch.equal(again["action_dist_inputs"], out["action_dist_inputs"])
+    greedy = [trained.compute_single_action(o, explore=False) for o in obs]
+    assert greedy == out["action_dist_inputs"].argmax(-1).tolist()
+    with pytest.raises(KeyError, match="obs"):
+        module.forward_inference({"observations": obs})
