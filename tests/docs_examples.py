@@ -104,6 +104,8 @@ def budget_train(real_train: Callable[[Any], Dict[str, Any]]) -> Callable[[Any],
         result = real_train(self)
         if result["training_iteration"] >= BUDGET_ITERATIONS:
             result = dict(result, episode_reward_mean=math.inf)
+            if "env_runners" in result:  # RLlib 2.x's name of the same value (rlfleet/results/rllib2_keys.py)
+                result["env_runners"] = dict(result["env_runners"], episode_return_mean=math.inf)
         return result
 
     return train
