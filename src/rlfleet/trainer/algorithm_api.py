@@ -3,7 +3,7 @@
 (`from_checkpoint`, `train` and `evaluate` are the Trainer's own).
 
 A base class of `Trainer`, in its own module for size, as trainer_state.py is; `rlfleet.Algorithm`
-is `Trainer` itself. 2.x's API: https://docs.ray.io/en/latest/_modules/ray/rllib/algorithms/algorithm.html
+is `Trainer` itself. 2.x's API: https://github.com/ray-project/ray/blob/master/rllib/algorithms/algorithm.py
 """
 from __future__ import annotations
 
