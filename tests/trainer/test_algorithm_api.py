@@ -96,3 +96,21 @@ def test_forward_inference_matches_compute_single_action(trained):
     assert greedy == out["action_dist_inputs"].argmax(-1).tolist()
     with pytest.raises(KeyError, match="obs"):
         module.forward_inference({"observations": obs})
+
+
+def test_forward_inference_of_a_q_network_has_no_value(tmp_path):
+    from rlfleet.algorithms.dqn import DQNTrainer
+
+    trainer = DQNTrainer(config={"env": "CartPole-v1", "num_workers": 0, "seed": 0}, logdir=str(tmp_path))
+    try:
+        obs = (0.05 * np.random.default_rng(1).normal(size=(3, 4))).astype(np.float32)
+        out = trainer.get_module().forward_inference({"obs": obs})
+        assert set(out) == {"action_dist_inputs"}  # DQN's model has no state-value head
+        for i, o in enumerate(obs):
+            _, _, extra = trainer.compute_single_action(o, full_fetch=True, explore=False)
+            np.testing.assert_allclose(out["action_dist_inputs"][i].numpy(), extra["action_dist_inputs"], rtol=1e-5,
+                                       atol=1e-6)
+        with pytest.raises(KeyError, match="nope"):
+            trainer.get_module("nope")
+    finally:
+        trainer.stop()

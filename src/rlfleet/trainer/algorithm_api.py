@@ -24,7 +24,8 @@ class InferenceModule:
     2.x modules take the observations after the env-to-module connectors, so this takes them
     after rlfleet's preprocessor and observation filter (for a Box observation space with the
     default `NoFilter`, the env's observations as they are). Like 2.x's torch modules it returns
-    torch tensors (a NumPy batch is accepted and converted).
+    torch tensors (a NumPy batch is accepted and converted). A recurrent model starts each call
+    from its initial state.
 
     Args:
         policy: the `TorchPolicy` whose model this runs (its weights as they are when called).
