@@ -69,6 +69,8 @@ BUILDER_METHODS: Dict[str, Dict[str, str]] = {
     "framework": _identity("framework", "eager_tracing"),
     "exploration": _identity("explore", "exploration_config"),
     "api_stack": {},
+    "python_environment": _identity("extra_python_environs_for_driver", "extra_python_environs_for_worker"),
+    "experimental": _identity("_disable_preprocessor_api"),
 }
 
 # The first positional argument a method takes, as RLlib 2.x's do: environment("CartPole-v1").
