@@ -125,7 +125,8 @@ def test_dict_round_trip_copy_and_validate():
 
 
 def test_what_rlfleet_cannot_honour_is_refused_by_name():
-    with pytest.raises(ValueError, match="framework\\('tf2'\\): rlfleet runs on torch only; use framework\\('torch'\\)"):
+    with pytest.raises(ValueError, match="framework\\('tf2'\\): rlfleet runs on torch only; use "
+                                         "framework\\('torch'\\)"):
         rlfleet.PPOConfig().framework("tf2")
     with pytest.raises(ValueError, match="'num_learners': 2 cannot be honoured"):
         rlfleet.PPOConfig().learners(num_learners=2)

@@ -72,12 +72,10 @@ def describe_keys(algorithm: Optional[str] = None) -> str:
         lines.append(f"| `{path}` | {_cell(dep.replacement or '(ignored)')} |")
     lines += ["", "### RLlib 2.x names", "",
               "Accepted in any config (and in `evaluation_config`) with no warning; the rlfleet key is the one "
-              "stored in the config, checkpoints and "
-              "results. The name of a key the algorithm does not have (`minibatch_size` for DQN) is refused.", "", "| RLlib 2.x key | rlfleet key |", "| --- | --- |"]
+              "stored in the config, checkpoints and results. The 2.x name of a key the algorithm does not have "
+              "(`minibatch_size` for DQN) is refused.", "", "| RLlib 2.x key | rlfleet key |", "| --- | --- |"]
     for name, entry in RLLIB2_NAMES.items():
-        target = f"`{entry.key}`" if entry.key else "(none)"
-        if entry.refuse is not None:
-            target += f"; only `0` (any other value is refused: {entry.refuse(1)})"
+        target = f"`{entry.key}`" + (f"; {entry.note}" if entry.note else "") if entry.key else entry.note
         lines.append(f"| `{name}` | {_cell(target)} |")
     return "\n".join(lines) + "\n"
 

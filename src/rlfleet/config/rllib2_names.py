@@ -14,11 +14,13 @@ from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
 
 class Rllib2Name(NamedTuple):
-    """One RLlib 2.x key: the rlfleet key it sets (None: it sets nothing), and `refuse`, which
-    returns what to write instead when rlfleet cannot honour a value (None when it can)."""
+    """One RLlib 2.x key: the rlfleet key it sets (None: it sets nothing); `refuse`, which
+    returns what to write instead when rlfleet cannot honour a value (None when it can); and a
+    note for the config reference."""
 
     key: Optional[str]
     refuse: Optional[Callable[[Any], Optional[str]]] = None
+    note: str = ""
 
 
 def _learners(value: Any) -> Optional[str]:
@@ -48,13 +50,14 @@ RLLIB2_NAMES: Dict[str, Rllib2Name] = {
     "min_time_s_per_iteration": R("min_iter_time_s"),
     "min_sample_timesteps_per_iteration": R("timesteps_per_iteration"),
     "num_cpus_for_main_process": R("num_cpus_for_driver"),
-    "minibatch_size": R("sgd_minibatch_size"),
-    "num_epochs": R("num_sgd_iter"),
+    "minibatch_size": R("sgd_minibatch_size", note="in the algorithms that have it (PPO, DDPPO)"),
+    "num_epochs": R("num_sgd_iter", note="in the algorithms that have it (PPO, IMPALA, ...)"),
     # With the one learner of the trainer process, the learner's batch is the train batch
     # and its GPUs are the trainer's.
     "train_batch_size_per_learner": R("train_batch_size"),
     "num_gpus_per_learner": R("num_gpus"),
-    "num_learners": R(None, _learners),
+    "num_learners": R(None, _learners, "(none): only 0, the one learner in the trainer process; for more GPUs "
+                                       "set `num_gpus` (one model copy per GPU)"),
 }
 
 
