@@ -118,6 +118,9 @@ def test_dict_round_trip_copy_and_validate():
     assert config.to_dict() == {"num_workers": 0, "num_sgd_iter": 3, "lr": 0.01}
     other = config.copy().update_from_dict({"model": {"fcnet_hiddens": [4]}})
     assert "model" not in config.to_dict() and other.to_dict()["model"] == {"fcnet_hiddens": [4]}
+    both = config.copy().multi_agent(count_steps_by="agent_steps").update_from_dict(
+        {"multiagent": {"replay_mode": "lockstep"}})
+    assert both.to_dict()["multiagent"] == {"count_steps_by": "agent_steps", "replay_mode": "lockstep"}
     with pytest.raises(ValueError, match="did you mean 'num_sgd_iter'"):
         config.update_from_dict({"num_sgd_iters": 3})
     with pytest.raises(ValueError, match="'lr'"):

@@ -27,7 +27,7 @@ from rlfleet.registry import config_class_name, config_classes, get_trainer_clas
 from rlfleet.utils.nested import set_nested
 
 # Keys whose dicts successive calls update rather than replace (RLlib 2.x's `training(model=)` does).
-_UPDATED_DICTS = ("model", "env_config")
+_UPDATED_DICTS = ("model", "env_config", "multiagent")
 
 
 class AlgorithmConfig:
