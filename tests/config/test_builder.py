@@ -127,6 +127,15 @@ def test_dict_round_trip_copy_and_validate():
         config.training(lr=-1.0).validate()
 
 
+def test_overrides_is_a_dict_overlay_with_the_1x_keys():
+    overlay = rlfleet.PPOConfig.overrides(explore=False, num_envs_per_env_runner=2)
+    assert overlay == {"explore": False, "num_envs_per_worker": 2}
+    config = rlfleet.PPOConfig().evaluation(evaluation_interval=1, evaluation_config=overlay)
+    config.validate()
+    with pytest.raises(ValueError, match="evaluation_config.explor'; did you mean 'evaluation_config.explore'"):
+        config.evaluation(evaluation_config=rlfleet.PPOConfig.overrides(explor=False)).validate()
+
+
 def test_what_rlfleet_cannot_honour_is_refused_by_name():
     with pytest.raises(ValueError, match="framework\\('tf2'\\): rlfleet runs on torch only; use "
                                          "framework\\('torch'\\)"):

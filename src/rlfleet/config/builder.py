@@ -111,6 +111,13 @@ class AlgorithmConfig:
         """A builder holding `config_dict` (RLlib 2.x's names are translated)."""
         return cls().update_from_dict(config_dict)
 
+    @classmethod
+    def overrides(cls, **kwargs: Any) -> Dict[str, Any]:
+        """A partial dict config (RLlib 2.x's names translated), for ``evaluation_config`` and
+        the ``config`` of a ``PolicySpec``: ``evaluation(evaluation_config=PPOConfig.overrides(explore=False))``.
+        Its keys are checked with the config it overlays."""
+        return rename_rllib2_keys(kwargs)
+
     def update_from_dict(self, config_dict: Dict[str, Any]) -> "AlgorithmConfig":
         """Sets the keys of `config_dict` (a partial dict config); an unknown key is an error now.
 
