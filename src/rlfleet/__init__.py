@@ -15,6 +15,7 @@ _module_aliases.install()  # old import paths of moved modules keep working (mod
 _LAZY = {
     "Trainer": ("rlfleet.trainer", "Trainer"),
     "Algorithm": ("rlfleet.trainer", "Trainer"),  # RLlib 2.x's name for the same class
+    "AlgorithmConfig": ("rlfleet.config.builder", "AlgorithmConfig"),
     "CheckpointError": ("rlfleet.utils.safe_files", "CheckpointError"),
     "CheckpointSaveError": ("rlfleet.utils.safe_files", "CheckpointSaveError"),
     "EnvError": ("rlfleet.env.checks", "EnvError"),
@@ -46,6 +47,13 @@ __all__ = sorted(_LAZY) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
+    if name.endswith("Config") and name not in _LAZY:
+        # The algorithms' config builders (PPOConfig, ...), found through the registry, which
+        # imports nothing: each is exported by its algorithm's package.
+        from rlfleet.registry import config_classes
+
+        if name in config_classes():
+            _LAZY[name] = (config_classes()[name][0], name)
     if name in _LAZY:
         import importlib
 

@@ -41,6 +41,10 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
 }
 
 
+# RLlib 2.x's names of builder classes that differ from "<trainer class name less Trainer>Config".
+_CONFIG_ALIASES: Dict[str, str] = {"IMPALAConfig": "IMPALA", "ApexDQNConfig": "APEX"}
+
+
 def list_algorithms() -> List[str]:
     """The registered algorithm names, sorted."""
     return sorted(_ALGORITHMS)
@@ -64,3 +68,20 @@ def get_trainer_class(name: str) -> type:
         raise ValueError(f"Unknown algorithm {name!r}; available: {list_algorithms()}.{hint}")
     module, attr = _ALGORITHMS[name]
     return getattr(importlib.import_module(module), attr)
+
+
+def config_class_name(name: str) -> str:
+    """The name of the algorithm's config builder class: PPOTrainer's is ``PPOConfig``.
+
+    Raises:
+        KeyError: for an unknown algorithm name.
+    """
+    return _ALGORITHMS[name][1].replace("Trainer", "Config")
+
+
+def config_classes() -> Dict[str, Tuple[str, str]]:
+    """Every config builder class name (RLlib 2.x's spellings too), with the algorithm's package
+    (which exports it) and registered name."""
+    out = {config_class_name(name): (module, name) for name, (module, _) in _ALGORITHMS.items()}
+    out.update({alias: (_ALGORITHMS[name][0], name) for alias, name in _CONFIG_ALIASES.items()})
+    return out

@@ -8,8 +8,9 @@ another default); its ``DEFAULT_CONFIG`` is ``algorithm_config(ALGO_KEYS)`` and
 ``describe_keys("PPO")`` documents every key it takes.
 
 The package, one job per module: ``checks`` and ``key_checks`` (value checks), ``keys``
-(the declarations), ``merge``, ``deprecation``, ``validation`` and ``docs``
-(``describe_keys``). Import the names from ``rlfleet.config``.
+(the declarations), ``merge``, ``deprecation``, ``rllib2_names`` (RLlib 2.x's names of keys),
+``validation``, ``docs`` (``describe_keys``) and ``builder`` (RLlib 2.x's ``AlgorithmConfig``
+builder over the dict). Import the names from ``rlfleet.config``.
 
 How a trainer builds its config::
 
@@ -44,15 +45,17 @@ from rlfleet.config.key_checks import legacy_callbacks_factory
 from rlfleet.config.keys import (ALLOW_UNKNOWN_SUBKEYS, COMMON_CONFIG, COMMON_KEYS, IGNORED_KEYS, KEY_INDEX,
                                  MODEL_DEFAULTS, MODEL_KEYS, OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES, ConfigKey)
 from rlfleet.config.merge import algorithm_config, merge_configs, override, with_common_config, with_defaults
+from rlfleet.config.rllib2_names import RLLIB2_NAMES, Rllib2Name, rename_rllib2_keys
 from rlfleet.config.validation import _NOTICES_GIVEN, check_keys, validate_config
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 
 __all__ = [
     "ALLOW_UNKNOWN_SUBKEYS", "COMMON_CONFIG", "COMMON_KEYS", "DEFAULT_POLICY_ID", "DEPRECATED_KEYS", "IGNORED_KEYS",
     "KEY_INDEX", "MODEL_DEFAULTS", "MODEL_KEYS", "NOT_YET_AVAILABLE", "OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES",
+    "RLLIB2_NAMES", "Rllib2Name",
     "Check", "ConfigKey", "DeprecatedKey", "InvalidValue", "_NOTICES_GIVEN", "activation", "algorithm_config",
     "boolean", "check_available", "check_keys", "config_reference", "describe_keys", "dict_value",
     "finite_number", "int_at_least", "is_int", "is_num", "legacy_callbacks_factory", "merge_configs",
     "not_available", "number_above", "number_in", "one_of", "optional", "override", "positive_int_list",
-    "schedule", "validate_config", "with_common_config", "with_defaults",
+    "rename_rllib2_keys", "schedule", "validate_config", "with_common_config", "with_defaults",
 ]

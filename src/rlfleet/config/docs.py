@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from rlfleet.config.deprecation import DEPRECATED_KEYS
 from rlfleet.config.keys import COMMON_KEYS, KEY_INDEX, MODEL_KEYS, ConfigKey
+from rlfleet.config.rllib2_names import RLLIB2_NAMES
 from rlfleet.utils.nested import MISSING, get_nested
 
 
@@ -69,6 +70,13 @@ def describe_keys(algorithm: Optional[str] = None) -> str:
     lines += ["### Deprecated keys", "", "| key | replaced by |", "| --- | --- |"]
     for path, dep in DEPRECATED_KEYS.items():
         lines.append(f"| `{path}` | {_cell(dep.replacement or '(ignored)')} |")
+    lines += ["", "### RLlib 2.x names", "",
+              "Accepted in any config (and in `evaluation_config`) with no warning; the rlfleet key is the one "
+              "stored in the config, checkpoints and results. The 2.x name of a key the algorithm does not have "
+              "(`minibatch_size` for DQN) is refused.", "", "| RLlib 2.x key | rlfleet key |", "| --- | --- |"]
+    for name, entry in RLLIB2_NAMES.items():
+        target = f"`{entry.key}`" + (f"; {entry.note}" if entry.note else "") if entry.key else entry.note
+        lines.append(f"| `{name}` | {_cell(target)} |")
     return "\n".join(lines) + "\n"
 
 

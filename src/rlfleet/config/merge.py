@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from rlfleet.config.deprecation import split_deprecated
 from rlfleet.config.key_checks import legacy_callbacks_factory
 from rlfleet.config.nested_keys import check_nested_keys
+from rlfleet.config.rllib2_names import rename_rllib2_keys
 from rlfleet.config.keys import (ALLOW_UNKNOWN_SUBKEYS, COMMON_CONFIG, KEY_INDEX,
                                  OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES, ConfigKey)
 from rlfleet.utils.deep_update import deep_update
@@ -29,7 +30,8 @@ def merge_configs(
     """Returns a deep copy of `config1` updated with `config2` (neither is mutated).
 
     A dict given as ``callbacks`` becomes a factory of ``DefaultCallbacks`` running those
-    legacy functions. Deprecated keys pass through untouched (``validate_config``
+    legacy functions. RLlib 2.x's names of keys (``num_env_runners``: see ``rllib2_names``)
+    become rlfleet's. Deprecated keys pass through untouched (``validate_config``
     translates them).
 
     Args:
@@ -45,10 +47,11 @@ def merge_configs(
 
     Raises:
         ValueError: for an unknown key (at any depth: see ``nested_keys``), naming its
-            dotted path and the closest valid one.
+            dotted path and the closest valid one; for both spellings of a key with
+            different values.
     """
     merged = copy.deepcopy(config1)
-    rest, deprecated = split_deprecated(config2 or {})
+    rest, deprecated = split_deprecated(rename_rllib2_keys(config2 or {}, None if allow_unknown_configs else config1))
     if isinstance(rest.get("callbacks"), dict):
         rest["callbacks"] = legacy_callbacks_factory(rest["callbacks"])
     if not allow_unknown_configs:

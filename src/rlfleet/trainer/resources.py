@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from rlfleet.config.rllib2_names import rename_rllib2_keys
+
 
 @dataclass
 class ResourceRequest:
@@ -48,7 +50,7 @@ def default_resource_request(default_config: dict, config: Optional[dict]) -> Re
         default_config: the algorithm's `DEFAULT_CONFIG`.
         config: a (partial) config; missing keys take the defaults.
     """
-    cf = dict(default_config, **(config or {}))
+    cf = dict(default_config, **rename_rllib2_keys(config or {}))  # RLlib 2.x's names too
     eval_cf = cf.get("evaluation_config") or {}
     fake = bool(cf.get("_fake_gpus"))  # simulated GPUs are CPU towers: nothing to reserve
 

@@ -24,6 +24,7 @@ from rlfleet.config import (
     ConfigKey,
     OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES,
     merge_configs,
+    rename_rllib2_keys,
     validate_config,
 )
 from rlfleet.env.old_api import with_old_api_adapters
@@ -74,7 +75,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         *,
         logdir: Optional[str] = None,
     ):
-        config = dict(config or {})
+        config = rename_rllib2_keys(config or {}, self._default_config)  # RLlib 2.x's names -> the stored 1.x keys
         self._env_id, self.env_creator = resolve_env(env if env is not None else config.get("env"))
         # An env class (given as one, or registered under its name) is recorded by qualified
         # name, so that a checkpoint rebuilds it in another process.
