@@ -7,6 +7,17 @@
     tune.run("rlfleet.PPO", config={"env": "CartPole-v1", "lr": tune.grid_search([1e-3, 3e-4])},
              stop={"training_iteration": 10}, storage_path="~/rlfleet_results")
 
+Ray 2.x's `Tuner` takes the same trainables, and rlfleet's builders as `param_space`:
+
+    config = PPOConfig().environment("CartPole-v1").training(lr=tune.grid_search([1e-3, 3e-4]))
+    tuner = tune.Tuner(config.algo_class, param_space=config,      # or "rlfleet.PPO" after register()
+                       run_config=tune.RunConfig(stop={"env_runners/episode_return_mean": 150}))
+    best = tuner.fit().get_best_result(metric="env_runners/episode_return_mean", mode="max")
+    algo = Algorithm.from_checkpoint(best.checkpoint)
+
+A bare `"PPO"` there is Ray's name of RLlib's own PPO: pass `config.algo_class` or
+"rlfleet.PPO" instead (rlfleet never registers under RLlib's names).
+
 In RLlib 1.x the `Trainer` *is* a Tune `Trainable`; here it is standalone (so that
 `import rlfleet` imports neither Ray nor Tune) and `trainable(...)` wraps it:
 
@@ -100,6 +111,24 @@ def _trainer_class(algo: Union[str, type]) -> type:
                     f"got {algo!r}")
 
 
+def _accept_builders() -> None:
+    """Lets `tune.Tuner(..., param_space=PPOConfig()...)` take rlfleet's builders.
+
+    Tuner turns a `param_space` into a dict with `to_dict()` only for instances of
+    `ray.tune.tune._Config` (the ABC RLlib's AlgorithmConfig derives from; see
+    `TunerInternal.param_space` in ray/tune/impl/tuner_internal.py). Registering the builder
+    as a virtual subclass keeps the builder itself free of Ray. Where a Ray release lacks
+    that ABC, `param_space=config.to_dict()` is what to pass.
+    """
+    try:
+        from ray.tune.tune import _Config
+    except ImportError:
+        return
+    from rlfleet.config.builder import AlgorithmConfig
+
+    _Config.register(AlgorithmConfig)
+
+
 def placement_group_factory(request: ResourceRequest) -> Any:
     """`request` (a trainer's `default_resource_request`) as a Tune `PlacementGroupFactory`."""
     from rlfleet.utils.ray_utils import import_ray
@@ -126,6 +155,7 @@ def trainable(algo: Union[str, type]) -> type:
     from rlfleet.rollout.name_registries import NameRegistries
 
     trainer_cls = _trainer_class(algo)
+    _accept_builders()
     # Tune ships this class to its trial actors by value: the registered names (envs, custom
     # models, action distributions, preprocessors) go with it.
     names = NameRegistries.capture()

@@ -16,6 +16,7 @@ import numpy as np
 
 from rlfleet.checkpoint.folder import Checkpoint, prune_checkpoints, read_checkpoint, write_checkpoint
 from rlfleet.checkpoint.import_gate import decode_trusted_config
+from rlfleet.checkpoint.located import checkpoint_folder
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.utils.json_codec import encode, qualified_name
 from rlfleet.utils.safe_files import CheckpointError
@@ -84,19 +85,21 @@ def restore_trainer(trainer, path: str, checkpoint: Optional[Checkpoint] = None)
 
 
 
-def trainer_from_checkpoint(cls: type, algorithm: Optional[str], path: str, config_overrides: Optional[dict] = None,
+def trainer_from_checkpoint(cls: type, algorithm: Optional[str], path: Any, config_overrides: Optional[dict] = None,
                             trusted_modules: Optional[Sequence[str]] = None, *, trainer_base: type, **trainer_kwargs):
     """Builds a trainer from the manifest alone and restores it; see `Trainer.from_checkpoint`.
 
     Args:
         cls: the class `from_checkpoint` was called on.
+        path: the checkpoint folder, or a folder or Ray Tune `Checkpoint` holding one (see
+            `rlfleet.checkpoint.located`).
         algorithm: its algorithm name; None (the base class): the checkpoint's algorithm,
             looked up in the registry.
         trusted_modules: modules (packages) whose recorded classes and functions may be
             imported, besides rlfleet, gymnasium and the user's modules already imported.
         trainer_base: `Trainer` (never accepted as a config value; see `import_gate`).
     """
-    ck = read_checkpoint(path)
+    ck = read_checkpoint(checkpoint_folder(path))
     algo = ck.manifest["algorithm"]
     trainer_cls = cls
     if algorithm is None:

@@ -48,6 +48,19 @@ class AlgorithmConfig:
         get_trainer_class(self.algo_name)  # an unknown name fails here, listing the known ones
         self._settings: Dict[str, Any] = {}
 
+    @property
+    def algo_class(self) -> type:
+        """What ``tune.Tuner(config.algo_class, param_space=config)`` runs, as in RLlib 2.x: the
+        algorithm's Ray Tune trainable (``rlfleet.tune.trainable``, named "rlfleet.<algo>").
+        ``build()`` gives the trainer itself.
+
+        Raises:
+            ImportError: Ray Tune is not installed (names the extra to install).
+        """
+        from rlfleet.tune import trainable
+
+        return trainable(self.algo_name)
+
     # --- the table's methods --------------------------------------------------------
     def keywords(self, method: str) -> Dict[str, str]:
         """`method`'s keywords, each with the dict key (or RLlib 2.x name of one) it sets."""

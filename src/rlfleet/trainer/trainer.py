@@ -303,14 +303,16 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
 
     # --- checkpoints (saving and restoring: trainer_state.py) --------------------------
     @classmethod
-    def from_checkpoint(cls, checkpoint_path: str, config_overrides: Optional[dict] = None, *,
+    def from_checkpoint(cls, checkpoint_path: Any, config_overrides: Optional[dict] = None, *,
                         trusted_modules: Optional[Sequence[str]] = None, logdir: Optional[str] = None,
                         logger_creator: Optional[Callable[[dict], Any]] = None) -> "Trainer":
         """Rebuilds the trainer a checkpoint was written by (config from its manifest; classes
         and functions re-imported by qualified name, from trusted modules only) and restores it.
 
         Args:
-            checkpoint_path: the checkpoint folder.
+            checkpoint_path: the checkpoint folder; or a Ray Tune `Checkpoint` (RLlib 2.x's
+                `results.get_best_result(...).checkpoint`) or its folder, whose newest rlfleet
+                checkpoint is loaded.
             config_overrides: config entries replacing the recorded ones (e.g. a callable
                 that cannot be re-imported, or `num_workers`).
             trusted_modules: modules (packages, e.g. `["mypkg"]`) the checkpoint's classes
