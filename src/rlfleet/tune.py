@@ -129,6 +129,34 @@ def _accept_builders() -> None:
     _Config.register(AlgorithmConfig)
 
 
+def refuse_rllib_trainable(caller: Any) -> None:
+    """Raises when Ray's `Tuner` is converting an rlfleet builder for a trainable name that
+    resolves to RLlib's own algorithm (`tune.Tuner("PPO", param_space=PPOConfig()...)`, the
+    one line a 2.x script must change): that run would train RLlib, not rlfleet.
+
+    Called by the builder's `to_dict()` with its caller's frame: Tuner calls `to_dict()` from
+    its `param_space` setter, after it has resolved the trainable (Ray's name lookup has
+    already registered RLlib's algorithms; nothing here imports `ray.rllib`). Any other
+    caller, or a Ray release whose Tuner differs, passes through unchecked.
+
+    Raises:
+        ValueError: naming the trainable and what to pass instead.
+    """
+    tuner = caller.f_locals.get("self") if caller.f_code.co_name == "param_space" else None
+    name = getattr(tuner, "_trainable", None)
+    if not isinstance(name, str):
+        return
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    if not _global_registry.contains(TRAINABLE_CLASS, name):
+        return
+    module = getattr(_global_registry.get(TRAINABLE_CLASS, name), "__module__", "") or ""
+    if module.startswith("ray.rllib"):
+        raise ValueError(f"tune.Tuner({name!r}, param_space=<an rlfleet config>): {name!r} is Ray's name of "
+                         f"RLlib's own algorithm ({module}), which would train RLlib, not rlfleet; pass "
+                         f"config.algo_class, or {tune_name(name)!r} after rlfleet.tune.register()")
+
+
 def placement_group_factory(request: ResourceRequest) -> Any:
     """`request` (a trainer's `default_resource_request`) as a Tune `PlacementGroupFactory`."""
     from rlfleet.utils.ray_utils import import_ray

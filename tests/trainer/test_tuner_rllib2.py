@@ -128,3 +128,26 @@ def test_tuner_with_a_2x_dict_stops_on_a_2x_key(ray_session, tmp_path):
     (result,) = results
     assert result.metrics["training_iteration"] == 1
     assert result.metrics["env_runners"]["episode_return_mean"] >= 5
+
+
+def test_tuner_refuses_an_rllib_name_with_an_rlfleet_builder():
+    """`tune.Tuner("PPO", param_space=<rlfleet PPOConfig>)` would run RLlib's own PPO. A stand-in
+    for RLlib's class (its module is all the check reads) keeps ray.rllib unimported."""
+    from ray import tune
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    class FakeRLlibPPO(tune.Trainable):
+        __module__ = "ray.rllib.algorithms.ppo.ppo"
+
+        def step(self):
+            return {}
+
+    config = tiny_ppo_config(1e-3)
+    assert config.algo_class.__name__ == "rlfleet.PPO"  # makes the builder a Tune param_space
+    tune.register_trainable("FakeRLlibPPO", FakeRLlibPPO)
+    try:
+        with pytest.raises(ValueError, match="RLlib's own algorithm .*config.algo_class.*'rlfleet.FakeRLlibPPO'"):
+            tune.Tuner("FakeRLlibPPO", param_space=config)
+    finally:
+        _global_registry.unregister(TRAINABLE_CLASS, "FakeRLlibPPO")
+    assert config.to_dict()["lr"] == 1e-3  # a call from anywhere else is not checked

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import sys
 from typing import Any, Callable, Dict, Optional, Union
 
 from rlfleet.config.builder_keywords import (ACCEPTED_DEFAULTS, BUILDER_METHODS, CONVERTERS, POSITIONAL,
@@ -117,6 +118,10 @@ class AlgorithmConfig:
     # --- the dict ---------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
         """The settings given so far, as a (partial) dict config with rlfleet's key names."""
+        if "ray.tune" in sys.modules:  # Tuner calls this on its param_space; see rlfleet.tune
+            from rlfleet.tune import refuse_rllib_trainable
+
+            refuse_rllib_trainable(sys._getframe(1))
         return copy.deepcopy(self._settings)
 
     @classmethod
