@@ -124,9 +124,11 @@ def _accept_builders() -> None:
         from ray.tune.tune import _Config
     except ImportError:
         return
-    from rlfleet.config.builder import AlgorithmConfig
+    from rlfleet.config.builder import TO_DICT_CHECKS, AlgorithmConfig
 
     _Config.register(AlgorithmConfig)
+    if refuse_rllib_trainable not in TO_DICT_CHECKS:
+        TO_DICT_CHECKS.append(refuse_rllib_trainable)
 
 
 def refuse_rllib_trainable(caller: Any) -> None:
@@ -134,7 +136,8 @@ def refuse_rllib_trainable(caller: Any) -> None:
     resolves to RLlib's own algorithm (`tune.Tuner("PPO", param_space=PPOConfig()...)`, the
     one line a 2.x script must change): that run would train RLlib, not rlfleet.
 
-    Called by the builder's `to_dict()` with its caller's frame: Tuner calls `to_dict()` from
+    Called by the builder's `to_dict()` with its caller's frame (installed with the builder's
+    `_Config` registration, which is what lets Tuner take a builder at all): Tuner calls `to_dict()` from
     its `param_space` setter, after it has resolved the trainable (Ray's name lookup has
     already registered RLlib's algorithms; nothing here imports `ray.rllib`). Any other
     caller, or a Ray release whose Tuner differs, passes through unchecked.

@@ -2,7 +2,7 @@
 `Checkpoint` (what `ResultGrid.get_best_result().checkpoint` returns in Ray 2.x).
 
 A Tune `Checkpoint` is a folder on a (pyarrow) filesystem with `.path`, `.filesystem` and
-`to_directory()` (https://docs.ray.io/en/latest/tune/api/doc/ray.tune.Checkpoint.html);
+`to_directory()` (Ray's python/ray/train/_checkpoint.py, exported as `tune.Checkpoint`);
 `rlfleet.tune`'s trainable writes rlfleet's own folder, `checkpoint_<iteration>/`, inside it.
 Duck-typed so that loading a checkpoint never imports Ray.
 """

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib
 import sys
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from rlfleet.config.builder_keywords import (ACCEPTED_DEFAULTS, BUILDER_METHODS, CONVERTERS, POSITIONAL,
                                              TRAINING_SPELLINGS, training_keywords)
@@ -26,6 +27,10 @@ from rlfleet.config.rllib2_names import RLLIB2_NAMES, rename_rllib2_keys
 from rlfleet.config.validation import validate_config
 from rlfleet.registry import config_class_name, config_classes, get_trainer_class
 from rlfleet.utils.nested import set_nested
+
+# Called with the caller's frame on every to_dict(); rlfleet.tune adds its check that Ray's
+# Tuner is not about to run RLlib's own algorithm on this config (`refuse_rllib_trainable`).
+TO_DICT_CHECKS: List[Callable[[Any], None]] = []
 
 # Keys whose dicts successive calls update rather than replace (RLlib 2.x's `training(model=)` does).
 _UPDATED_DICTS = ("model", "env_config", "multiagent")
@@ -58,9 +63,8 @@ class AlgorithmConfig:
         Raises:
             ImportError: Ray Tune is not installed (names the extra to install).
         """
-        from rlfleet.tune import trainable
-
-        return trainable(self.algo_name)
+        # By name: the Tune adapter sits above the config layer and is imported only on use.
+        return importlib.import_module("rlfleet.tune").trainable(self.algo_name)
 
     # --- the table's methods --------------------------------------------------------
     def keywords(self, method: str) -> Dict[str, str]:
@@ -118,10 +122,8 @@ class AlgorithmConfig:
     # --- the dict ---------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
         """The settings given so far, as a (partial) dict config with rlfleet's key names."""
-        if "ray.tune" in sys.modules:  # Tuner calls this on its param_space; see rlfleet.tune
-            from rlfleet.tune import refuse_rllib_trainable
-
-            refuse_rllib_trainable(sys._getframe(1))
+        for check in TO_DICT_CHECKS:
+            check(sys._getframe(1))
         return copy.deepcopy(self._settings)
 
     @classmethod
