@@ -137,10 +137,10 @@ def refuse_rllib_trainable(caller: Any) -> None:
     one line a 2.x script must change): that run would train RLlib, not rlfleet.
 
     Called by the builder's `to_dict()` with its caller's frame (installed with the builder's
-    `_Config` registration, which is what lets Tuner take a builder at all): Tuner calls `to_dict()` from
-    its `param_space` setter, after it has resolved the trainable (Ray's name lookup has
-    already registered RLlib's algorithms; nothing here imports `ray.rllib`). Any other
-    caller, or a Ray release whose Tuner differs, passes through unchecked.
+    `_Config` registration, which is what lets Tuner take a builder at all). Tuner calls
+    `to_dict()` from its `param_space` setter, after it has resolved the trainable (Ray's name
+    lookup has already registered RLlib's algorithms; nothing here imports `ray.rllib`). Any
+    other caller, or a Ray release whose Tuner differs, passes through unchecked.
 
     Raises:
         ValueError: naming the trainable and what to pass instead.
