@@ -10,9 +10,14 @@ Lines that differ from the RLlib 2.x version, and why:
   `from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole` (the same env:
   `make_multi_agent("CartPole-v1")`, `env_config={"num_agents": 2}`).
   (Left as they were, the script trains RLlib itself: Ray ships RLlib.)
+- `.training(model={...})` sizes the nets as 2.x's old API stack does; 2.x's new stack writes
+  `.rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64]))`, and rlfleet has no RLModule.
 Everything else is 2.x's, including the 2.x signature of the mapping function,
 `(agent_id, episode, **kwargs)` (RLlib 1.x's `(agent_id, episode, worker, **kwargs)` works
 too: rlfleet passes `worker` as a keyword to any function that takes `**kwargs`).
+
+At its defaults (seeds 0, 1, 2) the summed return passes 600 after 57k-98k env steps, in
+7-14 s on 2 shared cores.
 
     python examples/rllib2/multi_agent_ppo.py --stop-reward 600
 """

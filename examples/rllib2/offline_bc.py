@@ -6,6 +6,8 @@ Lines that differ from the RLlib 2.x version, and why:
 - `from ray.rllib.algorithms.ppo import PPOConfig` -> `from rlfleet.algorithms.ppo import PPOConfig`,
   `from ray.rllib.algorithms.bc import BCConfig` -> `from rlfleet.algorithms.bc import BCConfig`
   (left as they were, the script trains RLlib itself: Ray ships RLlib).
+- `.training(model={...})` sizes the nets as 2.x's old API stack does; 2.x's new stack writes
+  `.rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64]))`, and rlfleet has no RLModule.
 - Recording: 2.x's new stack writes Parquet through Ray Data and takes
   `.offline_data(output=..., output_write_episodes=False)`; rlfleet writes RLlib's JSON lines
   (one SampleBatch a line, as 2.x's old stack does), so the `output_write_episodes` keyword goes.
@@ -20,6 +22,10 @@ Lines that differ from the RLlib 2.x version, and why:
   2.x's new stack samples the env for evaluation without it.
 - The clone's training return is not measured (nothing runs in the env while BC trains): the
   loop reads `result["evaluation"]["env_runners"]["episode_return_mean"]`.
+
+At its defaults (seeds 0, 1, 2) the expert reaches ~405, its recorded 10k steps return 500,
+and the clone's greedy evaluation passes 400 after 24-34 BC iterations (445, 459, 477), in
+11-12 s on 2 shared cores.
 
     python examples/rllib2/offline_bc.py --stop-reward 400
 """

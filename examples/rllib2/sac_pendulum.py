@@ -10,6 +10,9 @@ Lines that differ from the RLlib 2.x version, and why:
 Everything else (`actor_lr` / `critic_lr` / `alpha_lr`, `tau`, `initial_alpha`,
 `num_steps_sampled_before_learning_starts`, the result keys) is 2.x's.
 
+At its defaults (seeds 0, 1, 2) the return passes -250 after 6k-7k env steps (-136, -136,
+-167), in 13-26 s on 2 shared cores.
+
     python examples/rllib2/sac_pendulum.py --stop-reward -250
 """
 import argparse
