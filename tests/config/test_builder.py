@@ -134,6 +134,16 @@ def test_overrides_is_a_dict_overlay_with_the_1x_keys():
     config.validate()
     with pytest.raises(ValueError, match="evaluation_config.explor'; did you mean 'evaluation_config.explore'"):
         config.evaluation(evaluation_config=rlfleet.PPOConfig.overrides(explor=False)).validate()
+    # 2.x's keywords here are its config's attribute names: `input_`, `lambda_`.
+    assert rlfleet.BCConfig.overrides(input_="sampler") == {"input": "sampler"}
+    assert rlfleet.PPOConfig.overrides(lambda_=0.9) == {"lambda": 0.9}
+
+
+def test_sac_takes_2x_learning_rates():
+    config = rlfleet.SACConfig().training(actor_lr=1e-3, critic_lr=2e-3, alpha_lr=3e-3)
+    assert config.to_dict()["optimization"] == {"actor_learning_rate": 1e-3, "critic_learning_rate": 2e-3,
+                                                "entropy_learning_rate": 3e-3}
+    config.validate()
 
 
 def test_what_rlfleet_cannot_honour_is_refused_by_name():

@@ -34,6 +34,8 @@ TO_DICT_CHECKS: List[Callable[[Any], None]] = []
 
 # Keys whose dicts successive calls update rather than replace (RLlib 2.x's `training(model=)` does).
 _UPDATED_DICTS = ("model", "env_config", "multiagent")
+# RLlib 2.x's AlgorithmConfig attributes spelt apart from the keys they hold (Python keywords).
+_ATTRIBUTE_KEYS = {"input_": "input", "lambda_": "lambda"}
 
 
 class AlgorithmConfig:
@@ -135,8 +137,9 @@ class AlgorithmConfig:
     def overrides(cls, **kwargs: Any) -> Dict[str, Any]:
         """A partial dict config (RLlib 2.x's names translated), for ``evaluation_config`` and
         the ``config`` of a ``PolicySpec``: ``evaluation(evaluation_config=PPOConfig.overrides(explore=False))``.
-        Its keys are checked with the config it overlays."""
-        return rename_rllib2_keys(kwargs)
+        Its keys are checked with the config it overlays. 2.x's keywords here are its config's
+        attribute names, so `input_` and `lambda_` stand for `input` and `lambda`."""
+        return rename_rllib2_keys({_ATTRIBUTE_KEYS.get(k, k): v for k, v in kwargs.items()})
 
     def update_from_dict(self, config_dict: Dict[str, Any]) -> "AlgorithmConfig":
         """Sets the keys of `config_dict` (a partial dict config); an unknown key is an error now.

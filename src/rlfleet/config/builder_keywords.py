@@ -86,6 +86,11 @@ TRAINING_SPELLINGS: Dict[str, str] = {
     "num_steps_sampled_before_learning_starts": "learning_starts",
     "q_model_config": "Q_model",
     "policy_model_config": "policy_model",
+    # SAC: 2.0-2.9's optimizer dict and 2.10+'s separate learning rates.
+    "optimization_config": "optimization",
+    "actor_lr": "optimization.actor_learning_rate",
+    "critic_lr": "optimization.critic_learning_rate",
+    "alpha_lr": "optimization.entropy_learning_rate",
 }
 
 
@@ -141,5 +146,5 @@ def training_keywords(algo_keys: Iterable[str], common: Iterable[str]) -> Dict[s
     own = {name.split(".")[0] for name in algo_keys if name not in common and name.split(".")[0] not in common}
     out = dict(BUILDER_METHODS["training"])
     out.update({name: name for name in sorted(own)})
-    out.update({spelling: key for spelling, key in TRAINING_SPELLINGS.items() if key in own})
+    out.update({spelling: key for spelling, key in TRAINING_SPELLINGS.items() if key.split(".")[0] in own})
     return out
