@@ -193,3 +193,23 @@ def test_a_dqn_builder_builds_and_trains(tmp_path):
         assert result["timesteps_total"] >= 128 and trainer.config["learning_starts"] == 64
     finally:
         trainer.stop()
+
+
+def test_rl_module_model_config_sets_the_model_dict_and_an_rl_module_spec_is_refused_with_the_fix():
+    import dataclasses
+
+    from rlfleet.algorithms.ppo import PPOConfig
+
+    @dataclasses.dataclass
+    class DefaultModelConfig:  # the shape of RLlib 2.x's dataclass
+        fcnet_hiddens: list = dataclasses.field(default_factory=lambda: [32, 32])
+        fcnet_activation: str = "tanh"
+
+    config = PPOConfig().rl_module(model_config=DefaultModelConfig())
+    assert config.to_dict()["model"] == {"fcnet_hiddens": [32, 32], "fcnet_activation": "tanh"}
+    assert PPOConfig().rl_module(model_config_dict={"fcnet_hiddens": [8]}).to_dict()["model"] == {"fcnet_hiddens": [8]}
+    PPOConfig().rl_module(rl_module_spec=None)  # changes nothing: accepted
+    with pytest.raises(ValueError, match="register_custom_model"):
+        PPOConfig().rl_module(rl_module_spec=object())
+    with pytest.raises(ValueError, match="PolicySpec"):
+        PPOConfig().rl_module(algorithm_config_overrides_per_module={"p0": {"lr": 1e-3}})

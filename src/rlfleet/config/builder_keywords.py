@@ -9,6 +9,7 @@ with the value that changes nothing for rlfleet.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Dict, Iterable, NamedTuple, Tuple
 
 
@@ -68,6 +69,8 @@ BUILDER_METHODS: Dict[str, Dict[str, str]] = {
     "checkpointing": {},
     "framework": _identity("framework", "eager_tracing"),
     "exploration": _identity("explore", "exploration_config"),
+    # RLlib 2.x's new stack configures the model here; rlfleet's `model` dict takes its entries.
+    "rl_module": {"model_config": "model", "model_config_dict": "model"},
     "api_stack": {},
     "python_environment": _identity("extra_python_environs_for_driver", "extra_python_environs_for_worker"),
     "experimental": _identity("_disable_preprocessor_api"),
@@ -118,6 +121,12 @@ ACCEPTED_DEFAULTS: Dict[Tuple[str, str], AcceptedDefault] = {
     # The torch models run eagerly.
     ("framework", "torch_compile_learner"): AcceptedDefault(_is(False), "remove it (models run eagerly)"),
     ("framework", "torch_compile_worker"): AcceptedDefault(_is(False), "remove it (models run eagerly)"),
+    # rlfleet has no RLModule classes: a custom network is a torch model registered by name.
+    ("rl_module", "rl_module_spec"): AcceptedDefault(
+        _is(None), "register your torch model with ModelCatalog.register_custom_model(name, cls) and pass "
+        "rl_module(model_config={'custom_model': name}) (or training(model=...))"),
+    ("rl_module", "algorithm_config_overrides_per_module"): AcceptedDefault(
+        _is(None), "give each policy its own settings with multi_agent(policies={pid: PolicySpec(config={...})})"),
 }
 
 
@@ -131,7 +140,16 @@ def vectorize_mode(value: Any) -> bool:
 
 
 # Keyword -> the function turning its value into the key's.
-CONVERTERS: Dict[str, Callable[[Any], Any]] = {"gym_env_vectorize_mode": vectorize_mode}
+def model_dict(value: Any) -> Any:
+    """RLlib 2.x's `DefaultModelConfig` is a dataclass: its fields become `model` entries (the
+    model check then refuses any name rlfleet's `model` does not have)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+CONVERTERS: Dict[str, Callable[[Any], Any]] = {"gym_env_vectorize_mode": vectorize_mode, "model_config": model_dict,
+                                               "model_config_dict": model_dict}
 
 
 def training_keywords(algo_keys: Iterable[str], common: Iterable[str]) -> Dict[str, str]:
