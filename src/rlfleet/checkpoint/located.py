@@ -4,7 +4,8 @@
 A Tune `Checkpoint` is a folder on a (pyarrow) filesystem with `.path`, `.filesystem` and
 `to_directory()` (Ray's python/ray/train/_checkpoint.py, exported as `tune.Checkpoint`);
 `rlfleet.tune`'s trainable writes rlfleet's own folder, `checkpoint_<iteration>/`, inside it.
-Duck-typed so that loading a checkpoint never imports Ray.
+It is recognised by its class (a `Checkpoint` from Ray's package, or a subclass of one), so that
+loading a checkpoint never imports Ray and probes no object.
 """
 from __future__ import annotations
 
@@ -17,13 +18,12 @@ from rlfleet.utils.safe_files import CheckpointError
 
 def _is_tune_checkpoint(checkpoint: Any) -> bool:
     # Checked before os.PathLike: Tune's Checkpoint defines __fspath__ only to raise.
-    return hasattr(checkpoint, "to_directory") and hasattr(checkpoint, "path")
+    return any(c.__name__ == "Checkpoint" and c.__module__.split(".")[0] == "ray" for c in type(checkpoint).__mro__)
 
 
 def _local_folder(checkpoint: Any) -> str:
     if _is_tune_checkpoint(checkpoint):
-        filesystem = getattr(checkpoint, "filesystem", None)
-        if filesystem is None or getattr(filesystem, "type_name", "local") == "local":
+        if checkpoint.filesystem.type_name == "local":  # a pyarrow FileSystem
             return os.fspath(checkpoint.path)
         return checkpoint.to_directory()  # remote storage (S3, GCS, ...): a local copy first
     if isinstance(checkpoint, (str, os.PathLike)):
