@@ -187,7 +187,8 @@ class NumpyLearner(ABC):
     - `family`: its `FAST_PATH_KEYS` table in `policy/fast_plan.py` (the config keys it
       handles, falls back on or does not read);
     - `replaces`: the `TorchPolicy` method it stands in for, `LEARN_ON_BATCH` or
-      `MULTI_EPOCH_SGD`, and implements that method with the same signature and result;
+      `MULTI_EPOCH_SGD`, and defines that method with the same signature and result (the
+      dispatch calls only the method `replaces` names);
     - `unsupported_reason(policy)`: why it cannot compute the torch update of `policy`, an
       instance of exactly its class, as far as its networks and optimizers go (None: it can).
 
@@ -204,15 +205,6 @@ class NumpyLearner(ABC):
     @abstractmethod
     def unsupported_reason(policy) -> Optional[str]:
         """Why this learner cannot stand in for `policy`'s torch update (None: it can)."""
-
-    def learn_on_batch(self, samples) -> Dict[str, Any]:
-        """As `TorchPolicy.learn_on_batch` (only called where `replaces` names it)."""
-        raise NotImplementedError(f"{type(self).__name__} replaces {self.replaces}, not learn_on_batch")
-
-    def multi_epoch_sgd(self, samples, num_sgd_iter: int, minibatch_size: int, shuffle: bool = True
-                        ) -> Dict[str, Any]:
-        """As `TorchPolicy.multi_epoch_sgd` (only called where `replaces` names it)."""
-        raise NotImplementedError(f"{type(self).__name__} replaces {self.replaces}, not multi_epoch_sgd")
 
 
 class OffPolicyNumpyLearner(NumpyLearner):
