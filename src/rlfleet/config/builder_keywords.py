@@ -28,9 +28,7 @@ BUILDER_METHODS: Dict[str, Dict[str, str]] = {
                     "num_gpus_per_env_runner", "custom_resources_per_env_runner", "create_env_on_local_worker",
                     "rollout_fragment_length", "batch_mode", "explore", "observation_filter", "synchronize_filters",
                     "compress_observations", "remote_worker_envs", "remote_env_batch_wait_ms", "sample_async",
-                    "sample_collector"),
-        # Gymnasium's vector modes: ASYNC runs each sub-env in its own process.
-        "gym_env_vectorize_mode": "remote_worker_envs",
+                    "sample_collector", "gym_env_vectorize_mode"),
     },
     # RLlib 2.0-2.9's spelling of env_runners().
     "rollouts": {
@@ -130,15 +128,6 @@ ACCEPTED_DEFAULTS: Dict[Tuple[str, str], AcceptedDefault] = {
 }
 
 
-def vectorize_mode(value: Any) -> bool:
-    """`gym_env_vectorize_mode` ("SYNC"/"ASYNC" or gymnasium's VectorizeMode) -> `remote_worker_envs`."""
-    mode = str(getattr(value, "name", value)).upper()
-    if mode not in ("SYNC", "ASYNC"):
-        raise ValueError(f"'gym_env_vectorize_mode': {value!r}; use 'SYNC' (sub-envs stepped in this process) or "
-                         "'ASYNC' (each sub-env in its own process: rlfleet's remote_worker_envs)")
-    return mode == "ASYNC"
-
-
 # Keyword -> the function turning its value into the key's.
 def model_dict(value: Any) -> Any:
     """RLlib 2.x's `DefaultModelConfig` is a dataclass: its fields become `model` entries (the
@@ -148,7 +137,7 @@ def model_dict(value: Any) -> Any:
     return value
 
 
-CONVERTERS: Dict[str, Callable[[Any], Any]] = {"gym_env_vectorize_mode": vectorize_mode, "model_config": model_dict,
+CONVERTERS: Dict[str, Callable[[Any], Any]] = {"model_config": model_dict,
                                                "model_config_dict": model_dict}
 
 

@@ -115,6 +115,21 @@ def batch_wait_ms(v: Any) -> Any:
     return v
 
 
+VECTORIZE_MODES = ("vector_entry_point", "sync", "async")
+
+
+def vectorize_mode(v: Any) -> Any:
+    """None, or one of Gymnasium's vectorization modes (a name in any case, or a
+    `gymnasium.VectorizeMode`), stored as its lower-case name."""
+    if v is None:
+        return v
+    name = str(v.value if type(v).__name__ == "VectorizeMode" else v).lower()
+    if name not in VECTORIZE_MODES:
+        raise InvalidValue(f"None (rlfleet steps its sub-envs one by one) or one of {list(VECTORIZE_MODES)} "
+                           "(a Gymnasium vector env: gymnasium.make_vec's vectorization_mode)")
+    return name
+
+
 def record_env(v: Any) -> Any:
     if v == "":  # an empty folder name means "the default folder"
         return True

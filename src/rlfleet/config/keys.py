@@ -15,6 +15,7 @@ from rlfleet.config.key_checks import (batch_wait_ms, callable_or_none, callback
                                        conv_filters, dict_obs_key, environ, evaluation_duration,
                                        evaluation_duration_unit, exploration_type, framework,
                                        input_evaluation, input_spec, logger_config, name_or_class,
+                                       vectorize_mode,
                                        optimizer_options, output_spec, path_or_none, policies, policy_ids,
                                        record_env, sampler_class_or_none, space_or_none, str_list)
 
@@ -220,6 +221,10 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           number_in(0)),
         K("metrics_smoothing_episodes", 100, "Episodes that reported metrics are averaged over.", int_at_least(1)),
         K("remote_worker_envs", False, "Run each of a worker's vector envs in its own process.", boolean),
+        K("gym_env_vectorize_mode", None, "Step a worker's envs as one Gymnasium vector env: "
+          "'vector_entry_point' (the id's batched implementation, e.g. CartPole's), 'sync' (SyncVectorEnv) or "
+          "'async' (AsyncVectorEnv: one process per sub-env, shared memory); None: rlfleet's own "
+          "per-env vector. An env creator may also return a gymnasium.vector.VectorEnv.", vectorize_mode),
         K("remote_env_batch_wait_ms", 0, "Milliseconds to wait for remote envs when polling; only 0: remote "
           "sub-envs step in lockstep, each step waits for all of them.", batch_wait_ms),
         K("min_iter_time_s", 0, "Least seconds one train() call takes.", number_in(0)),

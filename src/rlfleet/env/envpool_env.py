@@ -49,7 +49,6 @@ import importlib
 import inspect
 import math
 import warnings
-from collections import abc
 from typing import Any, Dict, List, Optional, Sequence
 
 import gymnasium as gym
@@ -57,6 +56,7 @@ import numpy as np
 
 from rlfleet.env.env_context import EnvContext
 from rlfleet.env.episode_rules import EpisodeRules
+from rlfleet.env.info_rows import InfoRows, nested_rows
 from rlfleet.env.vector_env import VectorStep
 
 # `env="envpool:<task id>"` names an EnvPool task (resolved by `rlfleet.env.registry`).
@@ -203,37 +203,6 @@ def _is_channels_first_image(space: gym.Space) -> bool:
             and s[0] < s[1] and s[0] < s[2])
 
 
-class _InfoRows(abc.Sequence):
-    """EnvPool's batched info dict read as one dict per env, built only when asked for (the
-    sampler reads infos only for callbacks and `output`)."""
-
-    def __init__(self, info: Dict[str, Any], num_envs: int) -> None:
-        self._info, self._n = info, num_envs
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._n))]
-        if not -self._n <= i < self._n:
-            raise IndexError(f"env index {i} out of range for {self._n} envs")
-        return _row(self._info, i % self._n, self._n)
-
-    def __iter__(self):
-        return (_row(self._info, i, self._n) for i in range(self._n))
-
-
-def _row(tree: Any, i: int, n: int) -> Any:
-    if isinstance(tree, dict):
-        return {k: _row(v, i, n) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_row(v, i, n) for v in tree)
-    if isinstance(tree, np.ndarray) and tree.ndim and tree.shape[0] == n:
-        return tree[i]
-    return tree
-
-
 class EnvPoolVectorEnv:
     """An EnvPool presented as rlfleet's `VectorEnv` (same `reset_all` / `step` / `VectorStep`).
 
@@ -330,13 +299,13 @@ class EnvPoolVectorEnv:
                 reset_obs[i] = obs[i]
             lengths[ends] = 0
         return VectorStep(obs, rewards.astype(np.float64), terminateds, ends, reset_obs,
-                          _InfoRows(info, self.num_envs))  # type: ignore[arg-type]
+                          InfoRows(info, self.num_envs))  # type: ignore[arg-type]
 
     def _obs(self, obs):
         if self._hwc:
             return np.ascontiguousarray(np.moveaxis(obs, 1, -1))
         if self._nested_obs:  # one nested observation per env (the sampler's preprocessor reads them)
-            return [_row(obs, i, self.num_envs) for i in range(self.num_envs)]
+            return nested_rows(obs, self.num_envs)
         return obs
 
     def render(self, index: int = 0):

@@ -32,8 +32,11 @@ class VectorStep:
     rewards: np.ndarray
     terminateds: np.ndarray  # ended without bootstrapping
     ends: np.ndarray  # ended (terminated, truncated or horizon)
-    reset_obs: Dict[int, Any]  # first observation of the next episode, for ended sub-envs
+    reset_obs: Dict[int, Any]  # first observation of the next episode, for ended sub-envs that have one now
     infos: List[dict]
+    # Sub-envs whose step was their reset (a vector env in Gymnasium's NEXT_STEP autoreset mode):
+    # their `obs` is a next episode's first and their row is no transition. None: no such sub-env.
+    starts: Optional[np.ndarray] = None
 
 
 class VectorEnv:

@@ -4,7 +4,7 @@ contiguous) per chunk; with `complete_episodes`, the finished episodes are kept 
 sub-env's unfinished tail waits for the next chunk."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -62,16 +62,26 @@ def alloc_chunk(steps: int, num_envs: int, obs: np.ndarray, action_row: Tuple[tu
     return b
 
 
-def chunk_to_batch(buffers: Dict[str, np.ndarray], rows: int) -> SampleBatch:
-    """Env-major copy of the first `rows` rows: sub-env 0's steps, then sub-env 1's, ..."""
+def chunk_to_batch(buffers: Dict[str, np.ndarray], rows: int, valid: Optional[np.ndarray] = None) -> SampleBatch:
+    """Env-major copy of the first `rows` rows: sub-env 0's steps, then sub-env 1's, ...
+
+    `valid` (bool `[T, num_envs]`, None: all): the rows to keep; the others were a vector
+    env's reset steps (no transition)."""
     n = buffers[SB.OBS].shape[1]
+    keep = None
+    if valid is not None and not valid[:rows].all():
+        keep = valid[:rows].swapaxes(0, 1).reshape(-1)
     cols = {}
     for key, buf in buffers.items():
         part = buf[:rows]
+        if keep is not None:  # the boolean index copies, env-major
+            cols[key] = part.swapaxes(0, 1).reshape(n * rows, *part.shape[2:])[keep]
+            continue
         # np.array copies even when the swap is already contiguous (one sub-env): a batch
         # must never alias the buffers the next chunk overwrites.
         cols[key] = np.array(part.swapaxes(0, 1), order="C").reshape(n * rows, *part.shape[2:])
-    cols[SB.ENV_ID] = np.repeat(np.arange(n, dtype=np.int64), rows)
+    env_ids = np.repeat(np.arange(n, dtype=np.int64), rows)
+    cols[SB.ENV_ID] = env_ids if keep is None else env_ids[keep]
     dones, terms = cols[SB.DONES], cols[SB.TERMINATEDS]
     cols[SB.TRUNCATEDS] = dones & ~terms
     return SampleBatch(cols)
@@ -82,11 +92,12 @@ def split_complete(chunk: SampleBatch, pending: List[List[SampleBatch]]) -> Samp
     earlier pieces of each that `pending[i]` held); each sub-env's unfinished tail goes to
     `pending[i]`."""
     num_envs = len(pending)
-    rows = chunk.count // num_envs
+    # Each sub-env's rows (as many for each, unless a vector env's reset steps were dropped).
+    bounds = np.searchsorted(chunk[SB.ENV_ID], np.arange(num_envs + 1))
     dones = chunk[SB.DONES]
     done_parts: List[SampleBatch] = []
     for i in range(num_envs):
-        lo, hi = i * rows, (i + 1) * rows
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
         ended = np.flatnonzero(dones[lo:hi])
         if len(ended):
             cut = lo + int(ended[-1]) + 1

@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlfleet.env.checks import EnvError, env_call_error
+from rlfleet.env.gym_vector_env import GymVectorEnv
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.fast.blas import single_threaded_blas
 from rlfleet.policy.sample_batch import SampleBatch
@@ -60,7 +61,9 @@ class SingleAgentSampler(SingleAgentEnvChecks):
         self.action_space = vector_env.action_space
         self._act_shape, self._act_dtype = action_layout_of(self.action_space)
         space = self.action_space
-        self._int_actions = isinstance(space, gym.spaces.Discrete) and not int(space.start)
+        # Sub-envs stepped one by one take Discrete actions as Python ints; a Gymnasium vector env the array.
+        self._int_actions = (isinstance(space, gym.spaces.Discrete) and not int(space.start)
+                             and not isinstance(vector_env, GymVectorEnv))
         self._hooks = {
             name: callbacks.overrides(name)
             for name in ("on_episode_start", "on_episode_step", "on_episode_end", "on_postprocess_trajectory")
@@ -83,6 +86,8 @@ class SingleAgentSampler(SingleAgentEnvChecks):
         self._pending: List[List[SampleBatch]] = [[] for _ in range(n)]
         self._buffers: Dict[str, np.ndarray] = {}
         self._chunk_len = self.settings.fragment_length
+        # The rows kept (bool [T, num_envs]; None: all): a vector env's reset steps are dropped.
+        self._valid: Optional[np.ndarray] = None
 
     # --- public ------------------------------------------------------------------
     def sample(self) -> SampleBatch:
@@ -248,6 +253,8 @@ class SingleAgentSampler(SingleAgentEnvChecks):
                     if self._recurrent:
                         self._reset_recurrent(i)
                     self._new_episode(i, raw)
+            if step.starts is not None or len(step.reset_obs) < step.ends.sum():
+                self._next_step_resets(t, step)
             if render:
                 venv.render(0)
             self._cur_obs = next_obs
@@ -340,8 +347,28 @@ class SingleAgentSampler(SingleAgentEnvChecks):
             self._step_checks = self.settings.check_env_steps
 
     # --- chunk -> batch ------------------------------------------------------------
+    def _next_step_resets(self, t: int, step) -> None:
+        """A vector env in Gymnasium's NEXT_STEP autoreset mode: the episodes that ended
+        without a first observation end here; the sub-envs whose step was their reset drop
+        this row (no transition) and start their next episode from what it returned."""
+        for i in np.flatnonzero(step.ends).tolist():
+            if i not in step.reset_obs:
+                self._end_episode(i)
+        if step.starts is None:
+            return
+        if self._valid is None:
+            self._valid = np.ones((self._chunk_len, self.num_envs), bool)
+        self._valid[t] = ~step.starts
+        for i in np.flatnonzero(step.starts).tolist():
+            if self._recurrent:
+                self._reset_recurrent(i)
+            self._new_episode(i, step.obs[i])
+
     def _chunk_to_batch(self, rows: int) -> SampleBatch:
-        return chunk_to_batch(self._buffers, rows)
+        batch = chunk_to_batch(self._buffers, rows, self._valid)
+        if self._valid is not None:
+            self._valid[:] = True
+        return batch
 
     def _split_complete(self, chunk: SampleBatch) -> SampleBatch:
         return split_complete(chunk, self._pending)

@@ -6,6 +6,8 @@
 | `RemoteVectorEnv`      | `remote_worker_envs: True`                        | vectorised single-agent      |
 | an `ExternalEnv`       | the creator returns one (it runs its own loop)    | `ExternalEnvSampler`         |
 | `MultiAgentVectorEnv`  | a multi-agent env, or the config maps policies    | multi-agent (dict or slots)  |
+| `GymVectorEnv`         | `gym_env_vectorize_mode`, or the creator returns  | vectorised single-agent      |
+|                        | a `gymnasium.vector.VectorEnv`                    |                              |
 | `VectorEnv`            | any other Gymnasium env                           | vectorised single-agent      |
 
 `rollout/sampler_choice.py` then picks the sampler for the kind built here.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Tuple
 
 import gymnasium as gym
+from gymnasium.vector import AsyncVectorEnv
 
 from rlfleet.env.as_multi_agent import as_multi_agent
 from rlfleet.env.env_context import EnvContext
@@ -22,6 +25,8 @@ from rlfleet.env.envpool_env import check_worker_config as check_envpool_config
 from rlfleet.env.envpool_env import envpool_threads, find_envpool_creator
 from rlfleet.env.episode_rules import EpisodeRules
 from rlfleet.env.external_env import ExternalEnv
+from rlfleet.env.gym_vector_env import GymVectorEnv
+from rlfleet.env.gym_vectorize import make_gym_vector_env, wrap_vector_env
 from rlfleet.env.multi_agent_env import MultiAgentVectorEnv
 from rlfleet.env.vector_env import VectorEnv
 from rlfleet.env.wrappers.atari import is_atari, with_atari_preprocessing
@@ -64,6 +69,14 @@ def make_worker_env(env_creator: Callable[[EnvContext], Any], config: dict, *, e
         env = pool.make_vector_env(env_context, num_envs=num_envs, seeds=seeds, rules=rules,
                                    num_threads=envpool_threads(config, worker_index))
         return env, env.is_atari
+    mode = config.get("gym_env_vectorize_mode")
+    if mode is not None:  # one Gymnasium vector env (env/gym_vectorize.py)
+        if multi_agent.configured:
+            raise ValueError(f"'gym_env_vectorize_mode': {mode!r} is for single-agent envs with one policy; leave it "
+                             "None with 'multiagent' policies")
+        env = make_gym_vector_env(mode, env_creator, config, env_context=env_context, num_envs=num_envs, seeds=seeds,
+                                  rules=rules)
+        return env, _atari_vector(env, env_creator, env_context)
     if config.get("remote_worker_envs"):
         if multi_agent.configured:
             raise ValueError("'remote_worker_envs': True is not available with multi-agent envs or policies "
@@ -74,7 +87,11 @@ def make_worker_env(env_creator: Callable[[EnvContext], Any], config: dict, *, e
         env = RemoteVectorEnv(env_creator, contexts, rules=rules, seeds=seeds,
                               batch_wait_ms=config.get("remote_env_batch_wait_ms", 0))
         return env, env.is_atari
-    envs = [env_creator(env_context.copy_with_overrides(vector_index=i)) for i in range(num_envs)]
+    first = env_creator(env_context.copy_with_overrides(vector_index=0))
+    if isinstance(first, gym.vector.VectorEnv):  # the creator batches its envs itself
+        seeds = sub_env_seeds(config.get("seed"), worker_index, first.num_envs)
+        return wrap_vector_env(first, config, seeds=seeds, rules=rules), False
+    envs = [first] + [env_creator(env_context.copy_with_overrides(vector_index=i)) for i in range(1, num_envs)]
     if isinstance(envs[0], ExternalEnv):  # it drives itself: served by ExternalEnvSampler
         if num_envs != 1:
             raise ValueError(f"'num_envs_per_worker': {num_envs} with an ExternalEnv ({type(envs[0]).__name__}); "
@@ -84,6 +101,19 @@ def make_worker_env(env_creator: Callable[[EnvContext], Any], config: dict, *, e
     if wants_multi_agent(envs[0], multi_agent):
         return MultiAgentVectorEnv([as_multi_agent(e) for e in envs], seeds=seeds), atari
     return VectorEnv(envs, rules=rules, seeds=seeds), atari
+
+
+def _atari_vector(env: GymVectorEnv, env_creator, env_context: EnvContext) -> bool:
+    """Whether a Gymnasium vector env's sub-envs are Atari games (rewards then clipped by default)."""
+    if env.envs is not None:  # sync: the sub-envs are here
+        return is_atari(env.envs[0])
+    if not isinstance(env.venv.unwrapped, AsyncVectorEnv):
+        return False  # a batched implementation, not ALE envs
+    probe = env_creator(env_context.copy_with_overrides(vector_index=0))  # async: the sub-envs are elsewhere
+    try:
+        return isinstance(probe, gym.Env) and is_atari(probe)
+    finally:
+        probe.close()
 
 
 def as_general_env(env: Any, why: str, sampling_async: bool) -> Optional[MultiAgentVectorEnv]:
