@@ -18,6 +18,12 @@ ids (Gymnasium's and EnvPool's name, e.g. HalfCheetah-v4) as arguments:
     python benchmarks/sampling.py --envpool [CartPole-v1 HalfCheetah-v4] [--envs 8] [--steps 10000] [--rounds 5]
                                   [--hiddens 64 64]
 
+`--vector-env` measures `RolloutWorker.sample()` on Gymnasium's batched CartPole (`make_vec`,
+`gym_env_vectorize_mode: "vector_entry_point"`) against that vector env's bare loop plus the
+model's forward passes, for the default model and [64, 64] (benchmarks/vector_env_sampling.py):
+
+    python benchmarks/sampling.py --vector-env [--envs 64 256 1024] [--rounds 3] [--steps 400]
+
 `--workers 0 1 2` measures instead the total env steps/s of the worker set: 0 is the
 single process (the local worker samples), N >= 1 is N remote workers on a local Ray
 (one CPU each, `--envs` envs per worker, first value), all sampling in parallel:
@@ -402,7 +408,17 @@ def main() -> None:
     parser.add_argument("--ceiling", action="store_true",
                         help="also the arithmetic ceiling: the plain loop plus the model's own forward passes; "
                              "with --workers, that loop in N processes at once (the machine's own scaling)")
+    parser.add_argument("--vector-env", action="store_true",
+                        help="a Gymnasium batched vector env against its ceiling (--steps: vector steps per round, "
+                             "default 400; --envs default 64 256 1024; --hiddens: one model instead of both)")
     args = parser.parse_args()
+    if args.vector_env:
+        from vector_env_sampling import vector_env_table
+
+        envs = args.envs if args.envs != [1, 8] else [64, 256, 1024]
+        models = [args.hiddens] if args.hiddens else [None, [64, 64]]
+        vector_env_table(envs, models, args.rounds, args.steps if args.steps != 10000 else 400)
+        return
     if args.envpool is not None:
         for env_id in args.envpool or ["CartPole-v1"]:
             for n in (args.envs if args.envs != [1, 8] else [8]):

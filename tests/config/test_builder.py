@@ -109,7 +109,7 @@ def test_methods_chain_and_to_dict_holds_the_1x_keys():
         "model": {"fcnet_hiddens": [8], "vf_share_layers": True}, "evaluation_num_workers": 1,
         "num_cpus_for_driver": 2, "num_gpus": 0, "multiagent": {"count_steps_by": "agent_steps"},
         "input": "sampler", "seed": 3, "recreate_failed_workers": True, "min_iter_time_s": 0, "framework": "torch",
-        "explore": False, "remote_worker_envs": True}
+        "explore": False, "gym_env_vectorize_mode": "ASYNC"}
     config.validate()
 
 
@@ -155,7 +155,7 @@ def test_what_rlfleet_cannot_honour_is_refused_by_name():
     with pytest.raises(ValueError, match="export_native_model_files=True.*export_policy_model"):
         rlfleet.PPOConfig().checkpointing(export_native_model_files=True)
     with pytest.raises(ValueError, match="'gym_env_vectorize_mode'"):
-        rlfleet.PPOConfig().env_runners(gym_env_vectorize_mode="threads")
+        rlfleet.PPOConfig().env_runners(gym_env_vectorize_mode="threads").validate()
     with pytest.raises(TypeError, match="keyword arguments only"):
         rlfleet.PPOConfig().training(0.1)
     assert set(m for m, _ in ACCEPTED_DEFAULTS) <= set(BUILDER_METHODS)

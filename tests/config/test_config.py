@@ -43,7 +43,9 @@ RLFLEET_EXTRA_KEYS = ["recreate_failed_workers", "disable_env_checking", "max_no
                       # Added by the reference during 1.x, after the spec (issue 26).
                       "evaluation_duration", "evaluation_duration_unit", "always_attach_evaluation_results",
                       "keep_per_episode_custom_metrics", "_disable_preprocessor_api",
-                      "_record_env_episodes"]
+                      "_record_env_episodes",
+                      # RLlib 2.x's key: a Gymnasium vector env per worker.
+                      "gym_env_vectorize_mode"]
 DEPRECATED_TOP_LEVEL = ["simple_optimizer", "monitor"]
 
 # The reference's defaults; keys that rlfleet changes on purpose are in DEVIATIONS.

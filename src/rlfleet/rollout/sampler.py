@@ -28,14 +28,14 @@ from rlfleet.rollout.chunk_buffers import action_layout_of, alloc_chunk, chunk_t
 from rlfleet.rollout.episode import Episode, RolloutMetrics
 from rlfleet.rollout.postprocessing import drop_state_outs, postprocess_for_learning
 from rlfleet.rollout.sampler_api import SamplerSettings
-from rlfleet.rollout.single_agent_checks import SingleAgentEnvChecks
+from rlfleet.rollout.single_agent_episodes import SingleAgentEpisodes
 from rlfleet.utils.compression import compress_columns
 from rlfleet.utils.spaces import env_actions
 
 SB = SampleBatch
 
 
-class SingleAgentSampler(SingleAgentEnvChecks):
+class SingleAgentSampler(SingleAgentEpisodes):
     """Collects fragments or complete episodes from a VectorEnv with one policy.
 
     Args:
@@ -71,6 +71,9 @@ class SingleAgentSampler(SingleAgentEnvChecks):
         # An exploration that acts per episode (ParameterNoise re-draws its weight noise) hears of
         # each episode start.
         self._exploration_episode_start = policy.exploration.bound_hook("on_episode_start")
+        # No one needs an Episode object: episodes live in arrays only (rollout/single_agent_episodes.py).
+        self._plain = self._exploration_episode_start is None and not any(
+            self._hooks[name] for name in ("on_episode_start", "on_episode_step", "on_episode_end"))
         # Recurrent policies: per-env state carried from step to step (reset at episode
         # starts), recorded with the previous action / reward as `state_in_k`,
         # `state_out_k`, `prev_actions`, `prev_rewards` on every row (see _act_recurrent).
@@ -246,15 +249,8 @@ class SingleAgentSampler(SingleAgentEnvChecks):
             self.steps_since_sync += n
             if step_hook:
                 self._episode_step(step, actions, next_obs)
-            if step.reset_obs:
-                for i, raw in step.reset_obs.items():
-                    self._end_episode(i)
-                    next_obs[i] = obs_filter(self._first_obs(i, raw))
-                    if self._recurrent:
-                        self._reset_recurrent(i)
-                    self._new_episode(i, raw)
-            if step.starts is not None or len(step.reset_obs) < step.ends.sum():
-                self._next_step_resets(t, step)
+            if step.reset_obs or step.starts is not None or step.ends.any():
+                self._turn_over(t, step, next_obs)
             if render:
                 venv.render(0)
             self._cur_obs = next_obs
@@ -305,65 +301,7 @@ class SingleAgentSampler(SingleAgentEnvChecks):
         self._prev_actions[i] = 0
         self._prev_rewards[i] = 0.0
 
-    # --- episodes ----------------------------------------------------------------
-    def _new_episode(self, i: int, raw_obs) -> None:
-        self._eps_counter += 1
-        self._eps_id[i] = self._eps_base + self._eps_counter
-        self._ep_len[i] = 0
-        self._ep_ret[i] = 0.0
-        episode = Episode(int(self._eps_id[i]), i)
-        episode._last_raw_obs = raw_obs
-        self._episodes[i] = episode
-        if self._exploration_episode_start is not None:
-            self._exploration_episode_start()
-        if self._hooks["on_episode_start"]:
-            self.callbacks.on_episode_start(
-                worker=self.worker, base_env=self.env, policies=self.worker.policy_map, episode=episode, env_index=i
-            )
-
-    def _episode_step(self, step, actions, next_obs) -> None:
-        for i, episode in enumerate(self._episodes):
-            episode.length = int(self._ep_len[i])
-            episode.total_reward = float(self._ep_ret[i])
-            episode._last_raw_obs = step.obs[i]
-            episode._last_obs = next_obs[i]
-            episode._last_action = actions[i]
-            episode._last_info = step.infos[i]
-            episode._last_reward = float(step.rewards[i])
-            self.callbacks.on_episode_step(worker=self.worker, base_env=self.env, episode=episode, env_index=i)
-
-    def _end_episode(self, i: int) -> None:
-        episode = self._episodes[i]
-        episode.length = int(self._ep_len[i])
-        episode.total_reward = float(self._ep_ret[i])
-        if self._hooks["on_episode_end"]:
-            self.callbacks.on_episode_end(
-                worker=self.worker, base_env=self.env, policies=self.worker.policy_map, episode=episode, env_index=i
-            )
-        self._finished_steps += episode.length
-        self.metrics.append(episode.to_metrics())
-        if self._detailed_checks:  # the first episode is checked: from now on, vectorised checks
-            self._detailed_checks = False
-            self._step_checks = self.settings.check_env_steps
-
     # --- chunk -> batch ------------------------------------------------------------
-    def _next_step_resets(self, t: int, step) -> None:
-        """A vector env in Gymnasium's NEXT_STEP autoreset mode: the episodes that ended
-        without a first observation end here; the sub-envs whose step was their reset drop
-        this row (no transition) and start their next episode from what it returned."""
-        for i in np.flatnonzero(step.ends).tolist():
-            if i not in step.reset_obs:
-                self._end_episode(i)
-        if step.starts is None:
-            return
-        if self._valid is None:
-            self._valid = np.ones((self._chunk_len, self.num_envs), bool)
-        self._valid[t] = ~step.starts
-        for i in np.flatnonzero(step.starts).tolist():
-            if self._recurrent:
-                self._reset_recurrent(i)
-            self._new_episode(i, step.obs[i])
-
     def _chunk_to_batch(self, rows: int) -> SampleBatch:
         batch = chunk_to_batch(self._buffers, rows, self._valid)
         if self._valid is not None:

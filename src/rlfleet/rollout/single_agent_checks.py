@@ -88,20 +88,6 @@ class SingleAgentEnvChecks(SamplerBookkeeping):
             raise self._located(EnvCheckError(
                 f"the preprocessor {self.preprocessor} could not read the observations: {e}")) from e
 
-    def _first_obs(self, i: int, raw) -> np.ndarray:
-        """Sub-env `i`'s first observation of its next episode, preprocessed and checked
-        like a step's (the vectorised check; details only when it fails)."""
-        episode = self._next_episode_id()
-        try:
-            obs = self.preprocessor.transform(raw)
-        except Exception as e:
-            self._check_each([raw], [i], [0], episode)
-            raise self._located(EnvCheckError(f"the preprocessor {self.preprocessor} could not read the "
-                                              f"observation: {e}"), i, 0, episode) from e
-        if self._step_checks and not (self._finite(obs) if self._bounds_per_chunk else self._obs_check.ok(obs)):
-            self._check_each([raw], [i], [0], episode)
-        return obs
-
     def _step_ok(self, obs: np.ndarray, rewards: np.ndarray) -> bool:
         """The vectorised per-step check (see `_bounds_per_chunk`). A sum is NaN / inf when
         any term is (finite terms overflow only past 1e38 for float32 observations, 1e308 for
