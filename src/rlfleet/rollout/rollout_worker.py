@@ -421,9 +421,11 @@ class RolloutWorker:
         envs = getattr(self.env, "envs", None)
         if envs is None:
             raise ValueError("foreach_env / env_task_fn: the sub-envs run in their own actors "
-                             "('remote_worker_envs': True) or in an EnvPool ('envpool:' env) and cannot be "
-                             "reached from the worker; use remote_worker_envs False and a Gymnasium env "
-                             "to use env_task_fn")
+                             "('remote_worker_envs': True), in an EnvPool ('envpool:' env), in processes "
+                             "(gym_env_vectorize_mode 'async') or as one batched env ('vector_entry_point', "
+                             "a vector env from the creator) and cannot be reached one by one from the worker; "
+                             "use a Gymnasium env with remote_worker_envs False and gym_env_vectorize_mode None "
+                             "or 'sync' to use env_task_fn")
         return [fn(env, self.env_context.copy_with_overrides(vector_index=i)) for i, env in enumerate(envs)]
 
     def stop(self) -> None:

@@ -96,10 +96,17 @@ class SingleAgentSampler(SingleAgentEpisodes):
     def sample(self) -> SampleBatch:
         """A fragment of `rollout_fragment_length * num_envs` steps (truncate_episodes), or
         complete episodes totalling at least that many steps (complete_episodes)."""
-        if not self.settings.complete_episodes:
-            rows = self._collect(lambda: False)
-            return self._postprocess(self._chunk_to_batch(rows))
         target = self.settings.fragment_length * self.num_envs
+        if not self.settings.complete_episodes:
+            batch = self._postprocess(self._chunk_to_batch(self._collect(lambda: False)))
+            pieces = [batch]
+            # A vector env's reset steps were dropped (NEXT_STEP autoreset): top the fragment up
+            # with a short chunk of its own (each chunk is postprocessed as a fragment).
+            while sum(p.count for p in pieces) < target:
+                missing = target - sum(p.count for p in pieces)
+                pieces.append(self._postprocess(self._chunk_to_batch(
+                    self._collect(lambda: self._kept_rows >= missing))))
+            return pieces[0] if len(pieces) == 1 else SampleBatch.concat_samples(pieces)
         done_steps = [0]
         out: List[SampleBatch] = []
         while done_steps[0] < target:
@@ -165,6 +172,7 @@ class SingleAgentSampler(SingleAgentEpisodes):
         if self._cur_obs is None:
             self._start()
         self._finished_steps = 0
+        self._kept_rows = 0  # rows of this chunk that are transitions
         policy, venv = self.policy, self.env
         explore, n = self.settings.explore, self.num_envs
         clipper = self.settings.reward_clipper
@@ -247,6 +255,7 @@ class SingleAgentSampler(SingleAgentEpisodes):
             self._ep_len += 1
             self._ep_ret += rewards
             self.steps_since_sync += n
+            self._kept_rows += n
             if step_hook:
                 self._episode_step(step, actions, next_obs)
             if step.reset_obs or step.starts is not None or step.ends.any():

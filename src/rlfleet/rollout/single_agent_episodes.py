@@ -40,6 +40,7 @@ class SingleAgentEpisodes(SingleAgentEnvChecks):
             if self._valid is None:
                 self._valid = np.ones((self._chunk_len, self.num_envs), bool)
             self._valid[t] = ~step.starts
+            self._kept_rows -= int(step.starts.sum())
             idx = np.flatnonzero(step.starts)
             self._start_episodes(idx, [step.obs[i] for i in idx.tolist()])
 
