@@ -223,3 +223,9 @@ def test_ppo_learns_cartpole_from_gymnasiums_batched_env():
         assert result["timesteps_total"] <= 40 * 2048 + 64
     finally:
         trainer.stop()
+
+
+def test_envpool_is_already_batched_so_a_vectorize_mode_is_refused():
+    pytest.importorskip("envpool")
+    with pytest.raises(ValueError, match="gym_env_vectorize_mode='sync' is not available with env='envpool:CartPole"):
+        make_worker("envpool:CartPole-v1", {"env": "envpool:CartPole-v1", "gym_env_vectorize_mode": "sync"})

@@ -178,10 +178,12 @@ def check_worker_config(config: dict, *, multi_agent: bool = False) -> None:
         raise ValueError(f"env={env!r} runs on the single-agent sampler with one policy; 'multiagent' policies "
                          "are not available with EnvPool envs (use the Gymnasium id of the env)")
     for key, why in (("remote_worker_envs", "EnvPool already steps its envs in C++ threads"),
+                     ("gym_env_vectorize_mode", "an EnvPool is already one batched env"),
                      ("record_env", "EnvPool's envs are not Gymnasium envs a video wrapper can hold"),
                      ("render_env", "EnvPool's envs are not Gymnasium envs a video wrapper can hold")):
         if config.get(key):
-            raise ValueError(f"{key}={config[key]!r} is not available with env={env!r} ({why}); set it to False, "
+            unset = "None" if key == "gym_env_vectorize_mode" else "False"
+            raise ValueError(f"{key}={config[key]!r} is not available with env={env!r} ({why}); set it to {unset}, "
                              f"or use the Gymnasium id of the env")
 
 
