@@ -32,7 +32,8 @@ import numpy as np
 MODELS = {
     "fc64": ("CartPole-v1", {"model": {"fcnet_hiddens": [64, 64], "vf_share_layers": False}}),
     "fc256": ("CartPole-v1", {"model": {"fcnet_hiddens": [256, 256], "vf_share_layers": False}}),
-    "cnn": ("envpool:Pong-v5", {"model": {"conv_filters": [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]],
+    "cnn": ("envpool:Pong-v5", {"model": {"conv_filters": [[32, [8, 8], 4, "valid"], [64, [4, 4], 2, "valid"],
+                                                           [64, [3, 3], 1, "valid"]],
                                           "post_fcnet_hiddens": [512], "vf_share_layers": True}}),
 }
 

@@ -69,6 +69,12 @@ LONG_EXAMPLES: Dict[str, str] = {
     "qmix/simple-spread-qmix.yaml": "mpe2 (~25k steps of episodes); qmix/two-step-qmix.yaml stays",
     "maddpg/simple-spread-maddpg-long.yaml": "mpe2 (~35k steps, 3 min); maddpg/match-target-maddpg.yaml stays",
     "qmix/simple-spread-vdn-long.yaml": "mpe2 (~55k steps of episodes, ~70 s); qmix/two-step-qmix.yaml stays",
+    "ppo/pong-ppo-envpool.yaml": "Atari Pong to 18: millions of frames, hours of CPU (benchmarks/atari.py runs "
+                                 "it); ppo/cartpole-ppo.yaml stays",
+    "impala/pong-impala-envpool.yaml": "Atari Pong to 18: hours of CPU (benchmarks/atari.py --algo IMPALA); "
+                                       "impala/cartpole-impala.yaml stays",
+    "appo/pong-appo-envpool.yaml": "Atari Pong to 18: hours of CPU (benchmarks/atari.py --algo APPO); "
+                                   "appo/cartpole-appo.yaml stays",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES

@@ -20,11 +20,13 @@ def conv_filters(v: Any) -> Any:
         return is_int(x) and x > 0
 
     if (isinstance(v, (list, tuple)) and v and all(
-            isinstance(f, (list, tuple)) and len(f) == 3 and is_int(f[0]) and f[0] > 0 and size(f[1]) and size(f[2])
+            isinstance(f, (list, tuple)) and len(f) in (3, 4) and is_int(f[0]) and f[0] > 0 and size(f[1])
+            and size(f[2]) and (len(f) == 3 or f[3] in ("same", "valid"))
             for f in v)):
         return [list(f) for f in v]
     raise InvalidValue("None (picked by image size) or a non-empty list of [out_channels, kernel, stride] "
-                       "(kernel and stride an int > 0 or a pair [h, w]), e.g. [[16, 8, 4], [32, 4, 2]]")
+                       "(kernel and stride an int > 0 or a pair [h, w]), optionally with a padding \"same\" or "
+                       "\"valid\" as a 4th entry, e.g. [[16, 8, 4], [32, 4, 2]] or [[32, 8, 4, \"valid\"]]")
 
 
 def name_or_class(what: str) -> Check:

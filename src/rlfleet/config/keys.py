@@ -34,7 +34,8 @@ K = ConfigKey
 MODEL_KEYS: List[ConfigKey] = [
     K("fcnet_hiddens", [256, 256], "Hidden layer sizes of the fully connected network.", positive_int_list),
     K("fcnet_activation", "tanh", "Activation of the fully connected layers.", activation),
-    K("conv_filters", None, "CNN layers as [out_channels, kernel, stride] triples; None picks by image size.",
+    K("conv_filters", None, "CNN layers as [out_channels, kernel, stride(, 'same'|'valid')]; None picks by image "
+      "size.",
       conv_filters),
     K("conv_activation", "relu", "Activation of the CNN layers.", activation),
     K("post_fcnet_hiddens", [], "Extra dense layers after the conv/LSTM stack.", positive_int_list),

@@ -4,9 +4,12 @@ Layout: `[H, W, C]` (or `[H, W]`) observations, channels last as Gymnasium envs 
 uint8 observations travel as uint8 through sampling and learning and are scaled by 1/255
 here, on the way into the first conv layer.
 
-Each filter is `[out_channels, kernel, stride]` (kernel and stride an int or `[h, w]`).
-Every layer but the last pads "same" (output side = ceil(input / stride)); the last pads
-"valid", so the default stacks below shrink the image to 1x1. Any remaining spatial
+Each filter is `[out_channels, kernel, stride]` (kernel and stride an int or `[h, w]`), or
+`[out_channels, kernel, stride, padding]` with padding "same" or "valid" (RLlib 2.x's form).
+Without a padding, every layer but the last pads "same" (output side = ceil(input / stride))
+and the last pads "valid", so the default stacks below shrink the image to 1x1; the Nature
+CNN of DQN's and PPO's Atari runs is `[[32, 8, 4, "valid"], [64, 4, 2, "valid"], [64, 3, 1,
+"valid"]]` (7x7x64 features). Any remaining spatial
 extent is flattened. `post_fcnet_hiddens` adds dense layers after that, then a linear
 layer emits `num_outputs` (skipped when `num_outputs` is None: the net then outputs its
 features, which is how the LSTM wrapper uses it).
@@ -86,11 +89,12 @@ def conv_stack(in_shape: Tuple[int, int, int], filters: list, activation, no_fin
     layers: List[nn.Module] = []
     c, h, w = in_shape
     for i, spec in enumerate(filters):
-        if not isinstance(spec, (list, tuple)) or len(spec) != 3:
-            raise ValueError(f"conv_filters[{i}] = {spec!r} must be [out_channels, kernel, stride]")
+        if not isinstance(spec, (list, tuple)) or len(spec) not in (3, 4):
+            raise ValueError(f"conv_filters[{i}] = {spec!r} must be [out_channels, kernel, stride(, padding)]")
         out_c, kernel, stride = int(spec[0]), _pair(spec[1]), _pair(spec[2])
         last = i == len(filters) - 1
-        if not last:
+        padding = spec[3] if len(spec) == 4 else ("valid" if last else "same")
+        if padding == "same":
             pad, (h, w) = _same_padding((h, w), kernel, stride)
             if any(pad):
                 layers.append(nn.ZeroPad2d(pad))
@@ -98,7 +102,7 @@ def conv_stack(in_shape: Tuple[int, int, int], filters: list, activation, no_fin
             h, w = (h - kernel[0]) // stride[0] + 1, (w - kernel[1]) // stride[1] + 1
             if h < 1 or w < 1:
                 raise ValueError(
-                    f"conv_filters: the last layer {spec!r} is larger than its {h + kernel[0] - 1}-pixel-high "
+                    f"conv_filters: the layer {spec!r} is larger than its {h + kernel[0] - 1}-pixel-high "
                     "input; shrink its kernel or the strides before it"
                 )
         conv = nn.Conv2d(c, out_c, kernel, stride)

@@ -17,6 +17,7 @@ import math
 from typing import Any, List, Optional
 
 import numpy as np
+from gymnasium.spaces import Box
 
 from rlfleet.env.checks import EnvCheckError, EnvError, ObsBatchCheck, observation_problem, reward_problem
 from rlfleet.models.preprocessors import NoPreprocessor
@@ -51,6 +52,8 @@ class SingleAgentEnvChecks(SamplerBookkeeping):
         self._step_checks = True  # then: not `disable_env_checking`
         self._bounds_per_chunk = isinstance(preprocessor, NoPreprocessor) and isinstance(obs_filter, NoFilter)
         self._float_obs = preprocessor.dtype != np.uint8
+        # Batched envs hand over one array: checked whole before any per-observation check.
+        self._raw_batch_check = ObsBatchCheck(self._obs_space) if isinstance(self._obs_space, Box) else None
 
     def _env_label(self) -> str:
         return env_label(self.env)
@@ -71,10 +74,20 @@ class SingleAgentEnvChecks(SamplerBookkeeping):
         """The detailed check of each raw observation: sub-env `indices[k]` gave
         `raw_obs[k]` at its episode's step `steps[k]`."""
         space = self._obs_space
+        if self._raw_batch_check is not None and self._raw_batch_ok(raw_obs):
+            return  # a batched env's whole array at once; each observation only when it fails
         for i, obs, step in zip(indices, raw_obs, steps):
             problem = observation_problem(obs, space)
             if problem is not None:
                 raise self._located(EnvCheckError(problem), i, int(step), episode)
+
+    def _raw_batch_ok(self, raw_obs: Any) -> bool:
+        """Whether a stacked array of raw observations `[B, *shape]` is all in the Box space
+        (shape, a dtype that casts safely, finite and within bounds)."""
+        space = self._obs_space
+        return (isinstance(raw_obs, np.ndarray) and raw_obs.shape[1:] == space.shape
+                and np.can_cast(raw_obs.dtype, space.dtype, casting="same_kind")
+                and self._raw_batch_check.ok(raw_obs))
 
     def _transform(self, raw_obs: List, steps) -> np.ndarray:
         """The preprocessed observations of every sub-env (each at its episode's `steps[i]`;
