@@ -229,3 +229,18 @@ def test_envpool_is_already_batched_so_a_vectorize_mode_is_refused():
     pytest.importorskip("envpool")
     with pytest.raises(ValueError, match="gym_env_vectorize_mode='sync' is not available with env='envpool:CartPole"):
         make_worker("envpool:CartPole-v1", {"env": "envpool:CartPole-v1", "gym_env_vectorize_mode": "sync"})
+
+
+def test_record_env_films_sub_env_0_of_a_sync_vector_env(tmp_path):
+    pytest.importorskip("moviepy")
+    pytest.importorskip("imageio_ffmpeg")
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    trainer = PPOTrainer(config={"env": "CartPole-v1", "gym_env_vectorize_mode": "sync", "num_envs_per_worker": 2,
+                                 "record_env": str(tmp_path), "rollout_fragment_length": 100,
+                                 "train_batch_size": 200, "sgd_minibatch_size": 100, "num_sgd_iter": 1})
+    try:
+        trainer.train()
+    finally:
+        trainer.stop()
+    assert list(tmp_path.rglob("*.mp4"))

@@ -165,7 +165,9 @@ class GymVectorEnv:
         return nested_rows(obs, self.num_envs) if self._nested_obs else obs
 
     def render(self, index: int = 0):
-        """A frame of sub-env `index` (vector envs render all at once; a tuple of frames)."""
+        """A frame of sub-env `index` (a SyncVectorEnv's own sub-env; others render all at once)."""
+        if self.envs is not None:
+            return self.envs[index].render()
         frames = self.venv.render()
         return None if frames is None else frames[index]
 
