@@ -9,8 +9,12 @@ rounds:
 - ours: `RolloutWorker.sample()` with PPO's policy (fragments of 200 steps), everything included
   (episodes, checks, metrics, GAE postprocessing);
 - Python ms per vector step: ours' wall time per vector step less its env and inference time
-  (the sampler's own work, chunk-to-batch and postprocessing included), which should stay flat as
-  the number of envs grows.
+  (the sampler's own work, chunk-to-batch and postprocessing included: NumPy work on arrays that
+  grow with the envs, plus the interpreter's);
+- Python calls per vector step: the function calls the interpreter makes per vector step of
+  `sample()` (cProfile's count over 2 fragments; the env's own and NumPy's C functions
+  included), a load-independent measure of per-step Python work, which should stay flat as the
+  number of envs grows (only the finished episodes' metrics rows, one call each, grow).
 
     python benchmarks/sampling.py --vector-env [--envs 64 256 1024] [--hiddens 64 64] [--rounds 3]
 """
@@ -103,6 +107,17 @@ class VectorWorkerLoop:
         outside = (perf["env_wait"] - before["env_wait"]) + (perf["inference"] - before["inference"])
         return steps, seconds, 1000.0 * (seconds - outside) / max(1, vector_steps)
 
+    def calls_per_vector_step(self) -> float:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(2):
+            self.worker.sample()
+        profiler.disable()
+        return pstats.Stats(profiler).total_calls / (2 * CHUNK)
+
     def stop(self) -> None:
         self.worker.stop()
 
@@ -117,7 +132,7 @@ def vector_env_table(envs: Sequence[int], hiddens_list: Sequence[Optional[Sequen
     print(f"CartPole-v1 make_vec (vector_entry_point); median (min-max) of {rounds} interleaved rounds of "
           f"{vector_steps} vector steps; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'model':>10} | {'envs':>5} | {'ceiling steps/s':>25} | {'rlfleet steps/s':>25} | "
-          f"{'rlfleet / ceiling':>19} | Python ms per vector step")
+          f"{'rlfleet / ceiling':>19} | {'Python ms per vector step':>25} | Python calls per vector step")
     for hiddens in hiddens_list:
         for n in envs:
             ceiling, ours = VectorCeilingLoop(n, hiddens), VectorWorkerLoop(n, hiddens)
@@ -129,8 +144,9 @@ def vector_env_table(envs: Sequence[int], hiddens_list: Sequence[Optional[Sequen
                 o_rates.append(s / t)
                 ratios.append(o_rates[-1] / c_rates[-1])
                 python_ms.append(ms)
+            calls = ours.calls_per_vector_step()
             ceiling.stop()
             ours.stop()
             label = "default" if not hiddens else str(list(hiddens))
             print(f"{label:>10} | {n:>5} | {_spread(c_rates, '{:,.0f}'):>25} | {_spread(o_rates, '{:,.0f}'):>25} | "
-                  f"{_spread(ratios, '{:.2f}'):>19} | {_spread(python_ms, '{:.3f}')}")
+                  f"{_spread(ratios, '{:.2f}'):>19} | {_spread(python_ms, '{:.3f}'):>25} | {calls:.0f}")
