@@ -22,7 +22,7 @@ def add_serve_parser(subs) -> None:
                     "recurrent state in and out, explore on or off) and GET /v1/health, in JSON (or msgpack "
                     "for 'Accept: application/msgpack'). Binds 127.0.0.1 by default; "
                     f"{TOKEN_RULE}.",
-        epilog="example:\n  rlfleet serve ~/rlfleet_results/PPO_CartPole-v1_.../checkpoint_000010 --port 8000\n"
+        epilog="example:\n  rlfleet serve ~/rlfleet_results/PPO_CartPole-v1_.../checkpoint_10 --port 8000\n"
                "  curl -s -H 'Content-Type: application/json' -d '{\"observations\": [[0, 0, 0, 0]]}' "
                "http://127.0.0.1:8000/v1/compute_actions\n"
                f"a token for --token: {TOKEN_EXAMPLE}",

@@ -229,8 +229,9 @@ def _box_problem(obs: Any, space: spaces.Box, where: str, bounds_fix: str) -> Op
     for mask, side, bound in ((below, "below", space.low), (above, "above", space.high)):
         if mask.any():
             idx = tuple(int(i) for i in np.argwhere(mask)[0])
+            shown = " ".join(str(space).split())  # NumPy pads the bounds of a Box with mixed magnitudes
             return (f"{where}{_index(idx)} = {values[idx]:.6g} is {side} the bound {float(bound[idx]):.6g} of "
-                    f"{space} (by more than the tolerance {BOX_TOLERANCE:g}; this element's range is "
+                    f"{shown} (by more than the tolerance {BOX_TOLERANCE:g}; this element's range is "
                     f"[{float(space.low[idx]):.6g}, {float(space.high[idx]):.6g}]). {bounds_fix}")
     return None
 

@@ -120,7 +120,7 @@ class InferenceServer:
         for pid, policy in self.worker.policy_map.items():
             state = policy.get_initial_state()
             policies[pid] = {"recurrent": policy.is_recurrent(), "state_shapes": [list(s.shape) for s in state]}
-        return {"status": "ok", "algorithm": type(self.trainer).__name__, "policies": policies}
+        return {"status": "ok", "algorithm": self.trainer._name, "policies": policies}  # as `--run` names it
 
     def _compute_actions(self, body: Dict[str, Any]) -> Dict[str, Any]:
         pid = field(body, "policy_id", (str,), DEFAULT_POLICY_ID)

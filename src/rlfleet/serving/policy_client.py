@@ -116,8 +116,9 @@ class PolicyClient:
             rlfleet, gymnasium and your own modules already imported.
         config_overrides: "local": config entries replacing the server's (e.g. a
             `multiagent.policy_mapping_fn` that cannot travel).
-        retry_deadline_s: how long to keep retrying an unreachable server (and, "remote", to wait
-            for confirmations when `max_unconfirmed_episodes` are kept).
+        retry_deadline_s: how long to keep retrying an unreachable server, then `ServerUnreachable`
+            naming its address and the last failure (and, "remote", how long to wait for
+            confirmations when `max_unconfirmed_episodes` are kept).
         timeout_s: per request.
         max_unconfirmed_episodes: "remote": finished episodes kept until training took them.
     """
