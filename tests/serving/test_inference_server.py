@@ -117,7 +117,8 @@ def test_accept_chooses_json_or_msgpack(served):
         assert (status, kind) == (200, "application/json") and json.loads(body)["status"] == "ok"
         status, kind, body = _request(url, "/v1/compute_actions", method="GET", headers=headers)  # 405
         assert (status, kind) == (405, "application/json") and "GET is not allowed" in json.loads(body)["error"]
-        status, kind, body = _request(url, "/v1/compute_actions", b"{}", dict(headers, **{"Content-Type": "text/plain"}))
+        status, kind, body = _request(url, "/v1/compute_actions", b"{}",
+                                      dict(headers, **{"Content-Type": "text/plain"}))
         assert (status, kind) == (415, "application/json") and "application/json" in json.loads(body)["error"]
         status, kind, body = _request(url, "/v1/compute_actions", obs_json,
                                       dict(headers, **{"Content-Type": "application/json"}))

@@ -403,5 +403,5 @@ class ObsRowCheck:
         return self.batch.ok(obs)
 
 
-__all__ = ["BOX_TOLERANCE", "TRAINING_BOUNDS_FIX", "EnvCheckError", "EnvError", "ObsBatchCheck", "env_call_error", "observation_problem",
-           "reward_problem"]
+__all__ = ["BOX_TOLERANCE", "TRAINING_BOUNDS_FIX", "EnvCheckError", "EnvError", "ObsBatchCheck", "env_call_error",
+           "observation_problem", "reward_problem"]

@@ -8,8 +8,9 @@
 A token is a string of `TOKEN_MIN_LENGTH` (16) or more characters, given as the server's
 `token=` keyword (`rlfleet serve --token`) or the `RLFLEET_SERVER_TOKEN` environment variable.
 Errors name the setting as the caller spells it (`SettingNames`: Python keywords by
-default, `CLI_NAMES` for `rlfleet serve`'s flags). A client sends the token as `Authorization: Bearer <token>`; a missing or wrong one is
-answered 401 (compared in constant time). TLS is on when both a certificate and its key are
+default, `CLI_NAMES` for `rlfleet serve`'s flags). A client sends the token as
+`Authorization: Bearer <token>`; a missing or wrong one is answered 401 (compared in
+constant time). TLS is on when both a certificate and its key are
 given (PEM files); the client then connects with `https://` and checks the certificate
 against `tls_ca` (or the system's roots).
 """
