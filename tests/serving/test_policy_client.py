@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlfleet.serving.http_client import HTTPClient
 from rlfleet.serving.policy_client import PolicyClient
 from tests.helpers import train_until
 from tests.serving_helpers import ROOT, SERVER_SCRIPT, cartpole_server, free_port, start_client, stop
@@ -205,3 +206,50 @@ def test_a_local_client_refuses_classes_from_untrusted_modules():
     finally:
         server.close()
         trainer.stop()
+
+
+
+def test_a_local_client_gives_up_after_retry_deadline_s_naming_the_server(tmp_path):
+    """The server process is killed under a "local" client: within `retry_deadline_s` (plus
+    a backoff) the simulator's next call raises, naming the server's address and the last
+    failure, instead of waiting forever for an action."""
+    port = free_port()
+    server = _server(port, str(tmp_path))
+    outcome: list = []
+    played = threading.Event()
+
+    def simulate(client: PolicyClient) -> None:
+        env = gym.make("CartPole-v1")
+        try:
+            for seed in range(100_000):
+                eid, (obs, _) = client.start_episode(), env.reset(seed=seed)
+                done = False
+                while not done:
+                    obs, reward, terminated, truncated, _ = env.step(client.get_action(eid, obs.tolist()))
+                    client.log_returns(eid, float(reward))
+                    done = terminated or truncated
+                client.end_episode(eid, obs.tolist(), truncated=truncated and not terminated)
+                played.set()
+        except Exception as exc:  # what the test expects
+            outcome.append(exc)
+
+    try:
+        HTTPClient(f"http://127.0.0.1:{port}", retry_deadline_s=120).call("/v1/health")  # it is up
+        client = PolicyClient(f"http://127.0.0.1:{port}", inference_mode="local", update_interval=0.2,
+                              retry_deadline_s=1.0)
+        thread = threading.Thread(target=simulate, args=(client,), daemon=True)
+        thread.start()
+        assert played.wait(60), outcome
+        server.send_signal(signal.SIGKILL)
+        server.wait(30)
+        killed = time.monotonic()
+        thread.join(60)
+        assert not thread.is_alive(), "the client kept waiting after retry_deadline_s"
+    finally:
+        stop(server)
+    (error,) = outcome
+    assert isinstance(error, ConnectionError), repr(error)
+    message = str(error)
+    assert f"http://127.0.0.1:{port}" in message and "retry_deadline_s=1.0" in message, message
+    assert "Connection" in message, message  # the last failure: refused, or reset by the kill
+    assert time.monotonic() - killed < 20

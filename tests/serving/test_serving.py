@@ -36,7 +36,9 @@ def served():
 
 
 def post(port: int, path: str, value, content_type: str = MSGPACK):
-    status, body = raw_request(port, path, encode_body(value, content_type), {"Content-Type": content_type})
+    # Asks for its own format back (without Accept, errors come back as JSON: http_server.py).
+    status, body = raw_request(port, path, encode_body(value, content_type), {"Content-Type": content_type,
+                                                                              "Accept": content_type})
     return status, decode_body(body, content_type) if body else {}
 
 

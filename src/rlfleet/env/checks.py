@@ -117,7 +117,16 @@ def env_call_error(call: str, error: BaseException, **context: Any) -> EnvError:
 
 
 # --- one observation, in detail ------------------------------------------------------
-def observation_problem(obs: Any, space: gym.Space, where: str = "observation") -> Optional[str]:
+# What an out-of-bounds observation's message advises by default: the ways out for training.
+# A caller whose user cannot act on them (an inference server's HTTP client) gives its own.
+TRAINING_BOUNDS_FIX = ("If the env can legitimately leave these bounds (some Gymnasium envs declare approximate "
+                       "ones, e.g. LunarLander's position), declare a wider observation_space (e.g. gymnasium."
+                       "wrappers.TransformObservation(env, lambda obs: obs, Box(-inf, inf, shape))) or set "
+                       "disable_env_checking: True (then only the first episode is checked)")
+
+
+def observation_problem(obs: Any, space: gym.Space, where: str = "observation", *,
+                        bounds_fix: str = TRAINING_BOUNDS_FIX) -> Optional[str]:
     """What is wrong with `obs` for `space`, in words (None: nothing).
 
     Checks the structure (Dict keys, Tuple length), the shape, that the dtype can be cast
@@ -128,9 +137,10 @@ def observation_problem(obs: Any, space: gym.Space, where: str = "observation") 
         obs: one raw observation, as the env returned it.
         space: the observation space it should belong to.
         where: how to name it in the message (nested parts add `[i]` / `['key']`).
+        bounds_fix: what the message of a value outside a Box's bounds advises.
     """
     if isinstance(space, spaces.Box):
-        return _box_problem(obs, space, where)
+        return _box_problem(obs, space, where, bounds_fix)
     if isinstance(space, spaces.Discrete):
         arr, problem = _as_array(obs, space, where)
         if problem is None and arr.shape != ():
@@ -167,7 +177,7 @@ def observation_problem(obs: Any, space: gym.Space, where: str = "observation") 
         if len(obs) != len(space.spaces):
             return f"{where} with {len(obs)} components for {space} ({len(space.spaces)} expected)"
         for i, (part, sub) in enumerate(zip(obs, space.spaces)):
-            problem = observation_problem(part, sub, f"{where}[{i}]")
+            problem = observation_problem(part, sub, f"{where}[{i}]", bounds_fix=bounds_fix)
             if problem is not None:
                 return problem
         return None
@@ -178,7 +188,7 @@ def observation_problem(obs: Any, space: gym.Space, where: str = "observation") 
             return (f"{where} with keys {sorted(map(str, obs))} for a Dict space with keys "
                     f"{sorted(map(str, space.spaces))}")
         for key, sub in space.spaces.items():
-            problem = observation_problem(obs[key], sub, f"{where}[{key!r}]")
+            problem = observation_problem(obs[key], sub, f"{where}[{key!r}]", bounds_fix=bounds_fix)
             if problem is not None:
                 return problem
         return None
@@ -199,7 +209,7 @@ def _as_array(obs: Any, space: gym.Space, where: str):
     return arr, None
 
 
-def _box_problem(obs: Any, space: spaces.Box, where: str) -> Optional[str]:
+def _box_problem(obs: Any, space: spaces.Box, where: str, bounds_fix: str) -> Optional[str]:
     arr, problem = _as_array(obs, space, where)
     if problem is not None:
         return problem
@@ -219,12 +229,10 @@ def _box_problem(obs: Any, space: spaces.Box, where: str) -> Optional[str]:
     for mask, side, bound in ((below, "below", space.low), (above, "above", space.high)):
         if mask.any():
             idx = tuple(int(i) for i in np.argwhere(mask)[0])
+            shown = " ".join(str(space).split())  # NumPy pads the bounds of a Box with mixed magnitudes
             return (f"{where}{_index(idx)} = {values[idx]:.6g} is {side} the bound {float(bound[idx]):.6g} of "
-                    f"{space} (by more than the tolerance {BOX_TOLERANCE:g}). If the env can legitimately "
-                    "leave these bounds (some Gymnasium envs declare approximate ones, e.g. LunarLander's "
-                    "position), declare a wider observation_space (e.g. gymnasium.wrappers."
-                    "TransformObservation(env, lambda obs: obs, Box(-inf, inf, shape))) or set "
-                    "disable_env_checking: True (then only the first episode is checked)")
+                    f"{shown} (by more than the tolerance {BOX_TOLERANCE:g}; this element's range is "
+                    f"[{float(space.low[idx]):.6g}, {float(space.high[idx]):.6g}]). {bounds_fix}")
     return None
 
 
@@ -395,5 +403,5 @@ class ObsRowCheck:
         return self.batch.ok(obs)
 
 
-__all__ = ["BOX_TOLERANCE", "EnvCheckError", "EnvError", "ObsBatchCheck", "env_call_error", "observation_problem",
-           "reward_problem"]
+__all__ = ["BOX_TOLERANCE", "TRAINING_BOUNDS_FIX", "EnvCheckError", "EnvError", "ObsBatchCheck", "env_call_error",
+           "observation_problem", "reward_problem"]

@@ -34,7 +34,17 @@ class ServerRefused(ValueError):
 
 
 class ServerUnreachable(ConnectionError):
-    """No answer from the server before `retry_deadline_s` passed."""
+    """No answer from the server before `retry_deadline_s` passed.
+
+    Attributes:
+        address: the server's address.
+        last_failure: the last attempt's error, in words.
+    """
+
+    def __init__(self, message: str, *, address: str = "", last_failure: str = ""):
+        super().__init__(message)
+        self.address = address
+        self.last_failure = last_failure
 
 
 class HTTPClient:
@@ -58,7 +68,8 @@ class HTTPClient:
         self.address = address.rstrip("/")
         self._host, self._port, self._https = parts.hostname, parts.port, parts.scheme == "https"
         self._ssl = client_ssl_context(self.address, tls_ca)
-        self._headers = {"Content-Type": MSGPACK}
+        # Asks for msgpack explicitly: a server answers JSON to a request that names no format.
+        self._headers = {"Content-Type": MSGPACK, "Accept": MSGPACK}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
         self.timeout_s = timeout_s
@@ -98,8 +109,10 @@ class HTTPClient:
             except (OSError, http.client.HTTPException, _Retry) as exc:
                 self._drop_connection()
                 if time.monotonic() + delay > deadline:
-                    raise ServerUnreachable(f"{self.address}{path}: no answer within {self.retry_deadline_s} s "
-                                            f"({type(exc).__name__}: {exc})") from None
+                    failure = f"{type(exc).__name__}: {exc}"
+                    raise ServerUnreachable(f"{self.address}{path}: no answer within retry_deadline_s="
+                                            f"{self.retry_deadline_s} s (last failure: {failure})",
+                                            address=self.address, last_failure=failure) from None
                 logger.debug("%s%s: %s; retrying in %.2f s", self.address, path, exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, self.max_retry_delay_s)

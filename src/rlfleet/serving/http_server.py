@@ -1,9 +1,18 @@
 """A small threaded HTTP server for the policy servers (standard library only).
 
 Routes are `(method, path) -> handler(body) -> answer`, where `body` is the decoded request
-map (wire.py; `{}` for a GET) and the answer a map (sent back in the request's format, or for
-a GET the one its `Accept` header names; msgpack by default) or `(bytes, content type)`. Before a handler runs, every request is checked, in
-this order, and refused with a 4xx whose JSON/msgpack body `{"error": ...}` names the problem:
+map (wire.py; `{}` for a GET) and the answer a map or `(bytes, content type)`. A map goes out
+as JSON or msgpack, as the request's `Accept` header chooses (`response_format`):
+
+| `Accept` header                                   | a POST's answer        | a GET's answer, every error |
+| ------------------------------------------------- | ---------------------- | --------------------------- |
+| names `application/msgpack` (or ranks it first)   | msgpack                | msgpack                     |
+| names `application/json` (or ranks it first)      | JSON                   | JSON                        |
+| none, `*/*`, or neither type (curl, a browser)    | the request body's format | JSON                     |
+
+so `curl URL` reads plain JSON, and rlfleet's own client (http_client.py) asks for msgpack.
+Before a handler runs, every request is checked, in this order, and refused with a 4xx whose
+body `{"error": ...}` names the problem:
 
 | check                                   | status |
 | --------------------------------------- | ------ |
@@ -116,9 +125,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         server = self.server
-        # Answers in the request's format (a GET: JSON when its Accept header asks, e.g. curl's -H).
-        asked = self.headers.get("Content-Type") or self.headers.get("Accept") or ""
-        fmt = JSON if asked.startswith(JSON) else MSGPACK
+        asked = accepted_format(self.headers.get("Accept"))
+        fmt = asked or JSON  # errors and GETs
         try:
             path = self.path.split("?", 1)[0]
             handler = server.routes.get((method, path))
@@ -144,7 +152,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if isinstance(answer, tuple):
             self._send(200, answer[0], answer[1])
         else:
-            self._reply(200, answer, fmt)
+            self._reply(200, answer, response_format(asked, method, self.headers.get("Content-Type")))
 
     def _read_body(self) -> Dict[str, Any]:
         length = self.headers.get("Content-Length")
@@ -163,7 +171,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         return decode_body(body, self.headers.get("Content-Type") or "")
 
     def _reply(self, status: int, value: Dict[str, Any], fmt: str) -> None:
-        self._send(status, encode_body(value, fmt), fmt)
+        data = encode_body(value, fmt)
+        # A final newline, so that a shell prompt after `curl URL` starts on its own line.
+        self._send(status, data + b"\n" if fmt == JSON else data, fmt)
 
     def _send(self, status: int, data: bytes, content_type: str) -> None:
         if status >= 400:
@@ -173,10 +183,43 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header(SERVER_ID_HEADER, self.server.server_id)
+        self.send_header("Vary", "Accept")  # the same URL answers JSON or msgpack (caches must tell them apart)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
 
-__all__ = ["PolicyHTTPServer", "SERVER_ID_HEADER", "DEFAULT_MAX_BODY_BYTES"]
+def accepted_format(accept: Optional[str]) -> Optional[str]:
+    """The body format an `Accept` header asks for: JSON or msgpack, whichever of the two it
+    names with the higher q-value (the first named on a tie); None when it names neither
+    (absent, `*/*`, `text/html`, ...). See RFC 9110, section 12.5.1."""
+    best, best_q = None, 0.0
+    for part in (accept or "").split(","):
+        media, *params = [p.strip() for p in part.split(";")]
+        media = media.lower()
+        if media not in (JSON, MSGPACK):
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > best_q:
+            best, best_q = media, q
+    return best
+
+
+def response_format(asked: Optional[str], method: str, content_type: Optional[str]) -> str:
+    """A successful answer's format: the one `Accept` asked for, else a POST's own body format,
+    else JSON (see the module docstring)."""
+    if asked is not None:
+        return asked
+    sent = (content_type or "").split(";")[0].strip().lower()
+    return MSGPACK if method == "POST" and sent == MSGPACK else JSON
+
+
+__all__ = ["PolicyHTTPServer", "accepted_format", "response_format", "SERVER_ID_HEADER", "DEFAULT_MAX_BODY_BYTES"]

@@ -12,8 +12,12 @@ statistics frozen), actions come back as the env takes them (unsquashed / clippe
 training). Concurrent requests for the same policy and explore setting are batched: one
 thread takes every request that arrives within `batch_wait_ms` of the first (up to
 `max_batch` rows; it waits only while other requests are on their way, so a lone client
-pays no wait) and answers them with one forward pass. The bind / token / TLS rules are
-those of every rlfleet server (serving/security.py); bad requests are 4xx naming the problem.
+pays no wait) and answers them with one forward pass. A request of more than `max_batch`
+rows is served in chunks of `max_batch`, one forward pass each; one of more than
+`max_request_rows` (default 4096) is refused (413) naming that limit. The bind / token / TLS
+rules are those of every rlfleet server (serving/security.py); bad requests are 4xx naming the
+problem in terms the HTTP client can act on. Answers are JSON or msgpack as the request's
+`Accept` header chooses (serving/http_server.py).
 """
 from __future__ import annotations
 
@@ -33,6 +37,14 @@ from rlfleet.serving.wire import WireError, as_arrays, field, plain
 from rlfleet.utils.spaces import env_actions
 
 logger = logging.getLogger(__name__)
+DEFAULT_MAX_BATCH = 256
+# 16 forward passes of the default max_batch: a client sending more holds the batching thread
+# (and so every other client) that long; it should split its requests.
+DEFAULT_MAX_REQUEST_ROWS = 4096
+# What an observation outside its Box's bounds is told: the server cannot widen the policy's
+# space, and training advice (disable_env_checking) means nothing to an HTTP client.
+_BOUNDS_FIX = ("This server takes observations inside the observation space the policy was trained on: send "
+               "the value as the env returns it, clipped into that range if your env can leave it")
 
 
 class _Request:
@@ -57,25 +69,29 @@ class InferenceServer:
         address, port: where to listen (port 0: any free one).
         token: the clients' shared secret (default: RLFLEET_SERVER_TOKEN); needed off loopback.
         tls_cert, tls_key: PEM files: serve HTTPS.
-        max_batch: most rows in one forward pass.
+        max_batch: most rows in one forward pass (a longer request is served in chunks).
+        max_request_rows: most rows in one request (more are refused, naming this limit).
         batch_wait_ms: how long the first request of a batch waits for others.
         max_body_bytes: the largest request accepted.
     """
 
     def __init__(self, trainer, *, address: str = "127.0.0.1", port: int = 8000, token: Optional[str] = None,
-                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None, max_batch: int = 256,
-                 batch_wait_ms: float = 2.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
-        if int(max_batch) < 1 or batch_wait_ms < 0:
-            raise ValueError(f"InferenceServer: max_batch={max_batch!r} must be >= 1 and batch_wait_ms="
-                             f"{batch_wait_ms!r} >= 0")
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None, max_batch: int = DEFAULT_MAX_BATCH,
+                 max_request_rows: int = DEFAULT_MAX_REQUEST_ROWS, batch_wait_ms: float = 2.0,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+        if int(max_batch) < 1 or int(max_request_rows) < 1 or batch_wait_ms < 0:
+            raise ValueError(f"InferenceServer: max_batch={max_batch!r} and max_request_rows={max_request_rows!r} "
+                             f"must be >= 1 and batch_wait_ms={batch_wait_ms!r} >= 0")
         security = ServerSecurity.checked(address, token_from_env(token), tls_cert, tls_key, what="rlfleet serve")
         self.trainer = trainer
         self.worker = trainer.workers.local_worker()
         self.max_batch = int(max_batch)
+        self.max_request_rows = int(max_request_rows)
         self.batch_wait_s = float(batch_wait_ms) / 1000.0
         self.batches_run = 0  # forward passes so far (what batching saves shows here)
         self.checkpoint_path: Optional[str] = None  # where the trainer was restored from (serve_checkpoint)
         self._queue: "queue.Queue[_Request]" = queue.Queue()
+        self._held: Optional[_Request] = None  # taken from the queue, too many rows for the batch it came to
         # Requests inside compute_actions: a batch waits for more only while others are on their way.
         self._waiting = 0
         self._waiting_lock = threading.Lock()
@@ -104,7 +120,7 @@ class InferenceServer:
         for pid, policy in self.worker.policy_map.items():
             state = policy.get_initial_state()
             policies[pid] = {"recurrent": policy.is_recurrent(), "state_shapes": [list(s.shape) for s in state]}
-        return {"status": "ok", "algorithm": type(self.trainer).__name__, "policies": policies}
+        return {"status": "ok", "algorithm": self.trainer._name, "policies": policies}  # as `--run` names it
 
     def _compute_actions(self, body: Dict[str, Any]) -> Dict[str, Any]:
         pid = field(body, "policy_id", (str,), DEFAULT_POLICY_ID)
@@ -112,32 +128,46 @@ class InferenceServer:
             raise WireError(f"unknown policy_id {pid!r}; this checkpoint's policies: {sorted(self.worker.policy_map)}")
         explore = field(body, "explore", (bool,), False)
         raw = field(body, "observations", (list, np.ndarray))
-        if not 1 <= len(raw) <= self.max_batch:
-            raise WireError(f"'observations' holds {len(raw)} rows; send 1 to {self.max_batch} (max_batch)")
+        if not raw:
+            raise WireError("'observations' holds 0 rows; send a list of one or more observations")
+        if len(raw) > self.max_request_rows:
+            raise WireError(f"'observations' holds {len(raw)} rows; this server answers at most "
+                            f"{self.max_request_rows} per request (max_request_rows, `rlfleet serve "
+                            "--max-request-rows`): split them into several requests", 413)
         policy = self.worker.policy_map[pid]
         obs = self._preprocessed(pid, raw)
         state = self._state(policy, body.get("state"), len(obs))
         prev_actions = _optional_rows(body, "prev_actions", len(obs))
         prev_rewards = _optional_rows(body, "prev_rewards", len(obs))
-        request = _Request(pid, explore, obs, state, prev_actions, prev_rewards)
+        # More rows than one forward pass takes: chunks of max_batch, batched like separate requests.
+        chunks = [_Request(pid, explore, obs[i:i + self.max_batch], _rows(state, i, self.max_batch),
+                           _rows(prev_actions, i, self.max_batch), _rows(prev_rewards, i, self.max_batch))
+                  for i in range(0, len(obs), self.max_batch)]
         with self._waiting_lock:
-            self._waiting += 1
+            self._waiting += len(chunks)
         try:
-            self._queue.put(request)
-            request.done.wait()
+            for chunk in chunks:
+                self._queue.put(chunk)
+            for chunk in chunks:
+                chunk.done.wait()
         finally:
             with self._waiting_lock:
-                self._waiting -= 1
-        if request.error is not None:
-            raise request.error
-        return request.result
+                self._waiting -= len(chunks)
+        for chunk in chunks:
+            if chunk.error is not None:
+                raise chunk.error
+        result = dict(chunks[0].result)
+        for chunk in chunks[1:]:
+            for key, rows in chunk.result.items():
+                result[key] = result[key] + rows
+        return result
 
     def _preprocessed(self, pid: str, raw: Sequence[Any]) -> np.ndarray:
         pp, filt = self.worker.preprocessors[pid], self.worker.filters[pid]
         rows = []
         for i, o in enumerate(raw):
             o = as_arrays(o)
-            problem = observation_problem(o, pp.original_space, where=f"observations[{i}]")
+            problem = observation_problem(o, pp.original_space, where=f"observations[{i}]", bounds_fix=_BOUNDS_FIX)
             if problem is not None:
                 raise WireError(problem)
             rows.append(filt(pp.transform(o), update=False))
@@ -169,7 +199,7 @@ class InferenceServer:
     # --- batching -----------------------------------------------------------------------------
     def _batch_loop(self) -> None:
         while True:
-            first = self._queue.get()
+            first, self._held = self._held or self._queue.get(), None
             batch = [first]
             rows = len(first.obs)
             deadline = time.monotonic() + self.batch_wait_s
@@ -178,6 +208,9 @@ class InferenceServer:
                 try:
                     nxt = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
                 except queue.Empty:
+                    break
+                if rows + len(nxt.obs) > self.max_batch:
+                    self._held = nxt  # it starts the next batch: no forward pass above max_batch rows
                     break
                 batch.append(nxt)
                 rows += len(nxt.obs)
@@ -230,6 +263,16 @@ def _row(actions: Any, j: int) -> Any:
     return value.tolist() if isinstance(value, np.ndarray) else value
 
 
+def _rows(column: Any, start: int, count: int) -> Any:
+    """Rows start..start+count of a request's column (a list of per-tensor arrays for the state;
+    None stays None)."""
+    if column is None:
+        return None
+    if isinstance(column, list):
+        return [c[start:start + count] for c in column]
+    return column[start:start + count]
+
+
 def _optional_rows(body: Dict[str, Any], name: str, rows: int) -> Optional[np.ndarray]:
     if name not in body or body[name] is None:
         return None
@@ -267,4 +310,4 @@ def serve_checkpoint(checkpoint_path: str, *, trusted_modules: Optional[Sequence
     return server
 
 
-__all__ = ["InferenceServer", "serve_checkpoint"]
+__all__ = ["InferenceServer", "serve_checkpoint", "DEFAULT_MAX_BATCH", "DEFAULT_MAX_REQUEST_ROWS"]

@@ -17,7 +17,10 @@ RLlib 1.x's `PolicyClient` methods (so its clients port unchanged), in two infer
   that training took them.
 
 A server that cannot be reached is retried with backoff (serving/http_client.py) until
-`retry_deadline_s`. When the server restarted (a new server id), "remote" episodes that were
+`retry_deadline_s`; then the call raises `ServerUnreachable` (a ConnectionError) naming the
+server's address and the last failure. In "local" mode the requests run in the client's
+background threads: the simulator's next call raises it (one waiting in `get_action` too),
+and so does every call after. When the server restarted (a new server id), "remote" episodes that were
 running are started again there under the same id before the call is repeated: the steps
 they had made before the restart are lost, the rest of each episode is not.
 
@@ -47,7 +50,7 @@ from rlfleet.env.external_multi_agent_env import ExternalMultiAgentEnv
 from rlfleet.policy.policy_spec import PolicySpec
 from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.rollout_worker import RolloutWorker
-from rlfleet.serving.http_client import HTTPClient, ServerRefused
+from rlfleet.serving.http_client import HTTPClient, ServerRefused, ServerUnreachable
 from rlfleet.serving.policy_server_input import MAX_CONFIRM_IDS
 from rlfleet.serving.wire import decode_weights, encode_batch, encode_metrics, plain
 from rlfleet.utils.json_codec import ImportTrust, decode, find_untrusted
@@ -56,6 +59,9 @@ logger = logging.getLogger(__name__)
 INFERENCE_MODES = ("remote", "local")
 # How often a client holding `max_unconfirmed_episodes` asks the server for confirmations.
 _CONFIRM_POLL_S = 0.5
+# How often a "local" simulator's wait (for an action, for room in the outbox) checks whether
+# the client's background threads gave up.
+_FAILURE_POLL_S = 0.1
 
 
 class _Ended:
@@ -70,15 +76,30 @@ class _Ended:
 
 
 class _ClientEnv(ExternalEnv):
-    """The local worker's env: the client's methods call it from the simulator's threads."""
+    """The local worker's env: the client's methods call it from the simulator's threads.
+    `failure` is what stopped the client's background threads: a `get_action` waiting for
+    the sampler raises it rather than wait forever."""
+
+    failure: Optional[BaseException] = None
 
     def run(self) -> None:
         threading.Event().wait()
+
+    def get_action(self, episode_id: str, observation: Any) -> Any:
+        reply: "queue.Queue[Any]" = queue.Queue(maxsize=1)
+        self._record_step(episode_id, self._per_agent(observation, "observation"), reply, None)
+        while True:
+            try:
+                return self._from_agents(reply.get(timeout=_FAILURE_POLL_S))
+            except queue.Empty:
+                if self.failure is not None:
+                    raise self.failure
 
 
 class _ClientMultiAgentEnv(ExternalMultiAgentEnv):
-    def run(self) -> None:
-        threading.Event().wait()
+    failure: Optional[BaseException] = None
+    run = _ClientEnv.run
+    get_action = _ClientEnv.get_action
 
 
 class PolicyClient:
@@ -95,8 +116,9 @@ class PolicyClient:
             rlfleet, gymnasium and your own modules already imported.
         config_overrides: "local": config entries replacing the server's (e.g. a
             `multiagent.policy_mapping_fn` that cannot travel).
-        retry_deadline_s: how long to keep retrying an unreachable server (and, "remote", to wait
-            for confirmations when `max_unconfirmed_episodes` are kept).
+        retry_deadline_s: how long to keep retrying an unreachable server, then `ServerUnreachable`
+            naming its address and the last failure (and, "remote", how long to wait for
+            confirmations when `max_unconfirmed_episodes` are kept).
         timeout_s: per request.
         max_unconfirmed_episodes: "remote": finished episodes kept until training took them.
     """
@@ -299,9 +321,25 @@ class PolicyClient:
     # --- "local" -------------------------------------------------------------------------------
     def _local(self) -> ExternalEnv:
         if self._error is not None:
-            raise RuntimeError(f"PolicyClient: the local sampler stopped ({type(self._error).__name__}: "
-                               f"{self._error})") from self._error
+            raise self._error
         return self._env
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stops "local" acting: the simulator's calls (and a waiting `get_action`) raise the
+        first failure of the client's threads."""
+        if self._error is not None:
+            return
+        if isinstance(exc, ServerUnreachable):
+            error: BaseException = ServerUnreachable(
+                f"PolicyClient: gave up on the server at {self._http.address} after retry_deadline_s="
+                f"{self.retry_deadline_s} s without an answer; last failure: {exc.last_failure}. Start the "
+                "server again and create a new client (batches not yet delivered are lost), or raise "
+                "retry_deadline_s to wait longer")
+        else:
+            error = RuntimeError(f"PolicyClient: the local sampler stopped ({type(exc).__name__}: {exc})")
+        error.__cause__ = exc
+        self._error = error
+        self._env.failure = error
 
     def _build_local_worker(self, trusted_modules: Optional[Sequence[str]], overrides: dict) -> None:
         spec = self._http.call("/v1/worker_spec")
@@ -337,11 +375,20 @@ class PolicyClient:
                 if self.update_interval is not None and time.monotonic() - self._last_update >= self.update_interval:
                     self.update_policy_weights()  # between batches: the sampler's own thread acts
                 batch = worker.sample()
-                self._outbox.put({"report_id": uuid.uuid4().hex, "batch": encode_batch(batch),
-                                  "metrics": encode_metrics(worker.get_metrics())})
+                report = {"report_id": uuid.uuid4().hex, "batch": encode_batch(batch),
+                          "metrics": encode_metrics(worker.get_metrics())}
+                while True:  # the outbox is full while the server does not answer
+                    if self._error is not None:
+                        return
+                    try:
+                        self._outbox.put(report, timeout=_FAILURE_POLL_S)
+                        break
+                    except queue.Full:
+                        pass
         except BaseException as exc:
-            logger.exception("PolicyClient: the local sampler failed")
-            self._error = exc
+            logger.error("PolicyClient: the local sampler failed: %s: %s", type(exc).__name__, exc,
+                         exc_info=not isinstance(exc, ServerUnreachable))
+            self._fail(exc)
 
     def _send_loop(self) -> None:
         while True:
@@ -350,8 +397,9 @@ class PolicyClient:
                 self._http.call("/v1/report_samples", report)  # retried until acknowledged (or the deadline)
                 self.reports_sent += 1
             except BaseException as exc:
-                logger.exception("PolicyClient: a batch could not be delivered")
-                self._error = exc
+                logger.error("PolicyClient: a batch could not be delivered: %s: %s", type(exc).__name__, exc,
+                             exc_info=not isinstance(exc, ServerUnreachable))
+                self._fail(exc)
                 return
 
 
