@@ -61,9 +61,11 @@ def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints
         "trainer_class": qualified_name(type(trainer)),
         **head,
         "policies": {
-            pid: {"policy_class": qualified_name(type(trainer.get_policy(pid))),
+            pid: {"policy_class": qualified_name(type(policy)),
+                  # As text, for `rlfleet checkpoint inspect` (which reads them without Gymnasium).
+                  "observation_space": repr(policy.observation_space), "action_space": repr(policy.action_space),
                   "weights": {k: list(np.shape(v)) for k, v in pstate["weights"].items()}}
-            for pid, pstate in body["worker"]["policies"].items()
+            for pid, pstate in body["worker"]["policies"].items() for policy in (trainer.get_policy(pid),)
         },
         "config": encode(trainer.config),
         "user_config": encode(trainer.user_config()),
