@@ -183,3 +183,35 @@ def record(trainer: Any) -> Dict[str, Any]:
 def read_golden(case: Path) -> Dict[str, Any]:
     with open(case / GOLDEN_FILE, encoding="utf-8") as f:
         return json.load(f)
+
+
+# --- a synthetic older format (version 0), to exercise migrations on a real checkpoint --------
+VERSION_0_CHANGE = "policy weights move from 'model' to 'weights', the manifest's 'timesteps' to 'counters'"
+
+
+def migrate_version_0(manifest: Dict[str, Any], state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The migration 0 -> 1 of the synthetic format `write_version_0` writes."""
+    manifest["counters"] = manifest.pop("timesteps")
+    for policy in state["worker"]["policies"].values():
+        policy["weights"] = policy.pop("model")
+    return manifest, state
+
+
+def write_version_0(source: Path, target: Path) -> None:
+    """Writes the checkpoint `source` at `target` as the synthetic format 0 holds it: each
+    policy's weights under "model" (so in its state file, not weights.safetensors) and the
+    manifest's counters under "timesteps"; checksummed and verified like any checkpoint."""
+    from rlfleet.checkpoint import read_checkpoint, write_checkpoint
+
+    ck = read_checkpoint(str(source))
+    state = ck.state
+    for policy in state["worker"]["policies"].values():
+        policy["model"] = policy.pop("weights")
+    manifest = {k: v for k, v in ck.manifest.items()
+                if k not in ("format", "format_version", "files", "state_index", "policy_folders")}
+    manifest["timesteps"] = manifest.pop("counters")
+    write_checkpoint(str(target), manifest, state)
+    # write_checkpoint stamps today's version; the manifest is not among the files it checksums.
+    path = target / "manifest.json"
+    written = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(dict(written, format_version=0)), encoding="utf-8")

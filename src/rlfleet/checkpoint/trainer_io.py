@@ -34,6 +34,11 @@ def _split_state(state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]
     return head, {k: v for k, v in state.items() if k not in _MANIFEST_STATE_KEYS}
 
 
+def _space_text(space: Any) -> str:
+    """A space as one line of text (NumPy pads the bounds of a Box with runs of spaces)."""
+    return " ".join(repr(space).split())
+
+
 def trainer_state(ck: Checkpoint) -> Dict[str, Any]:
     """The trainer state (`Trainer.set_state` input) a checkpoint holds."""
     state = {k: ck.manifest[k] for k in _MANIFEST_STATE_KEYS if k in ck.manifest}
@@ -63,7 +68,8 @@ def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints
         "policies": {
             pid: {"policy_class": qualified_name(type(policy)),
                   # As text, for `rlfleet checkpoint inspect` (which reads them without Gymnasium).
-                  "observation_space": repr(policy.observation_space), "action_space": repr(policy.action_space),
+                  "observation_space": _space_text(policy.observation_space),
+                  "action_space": _space_text(policy.action_space),
                   "weights": {k: list(np.shape(v)) for k, v in pstate["weights"].items()}}
             for pid, pstate in body["worker"]["policies"].items() for policy in (trainer.get_policy(pid),)
         },
