@@ -61,7 +61,7 @@ def test_inspect_shows_algorithm_policies_spaces_buffers_sizes_and_version(capsy
 
 def test_inspect_imports_nothing_the_checkpoint_names(tmp_path):
     """A checkpoint naming a module that announces its import (and exists on the path): inspect
-    shows the name and never imports it, nor any algorithm."""
+    shows the name and never imports it, nor any algorithm, nor torch or Gymnasium."""
     (tmp_path / "planted_callbacks.py").write_text(textwrap.dedent(f"""
         open({str(tmp_path / 'IMPORTED')!r}, "w").close()
         from rlfleet.callbacks import DefaultCallbacks
@@ -74,7 +74,8 @@ def test_inspect_imports_nothing_the_checkpoint_names(tmp_path):
     manifest["user_config"]["env"] = {"__callable__": "planted_callbacks:Callbacks"}
     (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     script = ("import sys; from rlfleet.cli import main; code = main(['checkpoint', 'inspect', sys.argv[1]]); "
-              "print('IMPORTED:', sorted(m for m in sys.modules if m.startswith(('rlfleet.algorithms', 'planted'))))")
+              "print('IMPORTED:', sorted(m for m in sys.modules "
+              "if m.startswith(('rlfleet.algorithms', 'planted')) or m in ('torch', 'gymnasium')))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "src"), str(tmp_path)]))
     proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env,
                           timeout=120)

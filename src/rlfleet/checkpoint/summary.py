@@ -102,7 +102,8 @@ def describe_checkpoint(path: str, verify: bool = False) -> Dict[str, Any]:
     sizes[MANIFEST] = os.path.getsize(os.path.join(path, MANIFEST))
     buffers = _replay_buffers(path, manifest, files)
     policies = {}
-    for pid, entry in sorted((manifest.get("policies") or {}).items()):
+    recorded = manifest.get("policies") if isinstance(manifest.get("policies"), dict) else {}
+    for pid, entry in sorted(recorded.items()):
         entry = entry if isinstance(entry, dict) else {}
         weights = entry.get("weights") if isinstance(entry.get("weights"), dict) else {}
         policies[pid] = {
@@ -110,7 +111,8 @@ def describe_checkpoint(path: str, verify: bool = False) -> Dict[str, Any]:
             "observation_space": entry.get("observation_space"),
             "action_space": entry.get("action_space"),
             "tensors": len(weights),
-            "parameters": sum(math.prod(shape) for shape in weights.values() if isinstance(shape, list)),
+            "parameters": sum(math.prod(shape) for shape in weights.values()
+                              if isinstance(shape, list) and all(isinstance(d, int) for d in shape)),
         }
     user_config = manifest.get("user_config") if isinstance(manifest.get("user_config"), dict) else {}
     return {

@@ -17,7 +17,6 @@ import numpy as np
 from rlfleet.checkpoint.folder import Checkpoint, prune_checkpoints, read_checkpoint, write_checkpoint
 from rlfleet.checkpoint.import_gate import decode_trusted_config
 from rlfleet.checkpoint.located import checkpoint_folder
-from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.utils.json_codec import encode, qualified_name
 from rlfleet.utils.safe_files import CheckpointError
 from rlfleet.utils.versions import software_versions
@@ -41,6 +40,10 @@ def _space_text(space: Any) -> str:
 
 def trainer_state(ck: Checkpoint) -> Dict[str, Any]:
     """The trainer state (`Trainer.set_state` input) a checkpoint holds."""
+    # Deferred: rlfleet.policy imports torch, which reading a checkpoint's JSON (`rlfleet
+    # checkpoint inspect`) does without.
+    from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
+
     state = {k: ck.manifest[k] for k in _MANIFEST_STATE_KEYS if k in ck.manifest}
     state.update(ck.state)
     # Checkpoints written before buffers were kept per policy hold the default policy's
