@@ -204,6 +204,10 @@ def cli_page() -> str:
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, sub in subparsers.choices.items():
         lines += [f"## `rlfleet {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
+        # A command with actions of its own (`rlfleet checkpoint inspect`): each action's help too.
+        actions = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+        for action, action_parser in (actions[0].choices.items() if actions else ()):
+            lines += [f"### `rlfleet {name} {action}`", "", "```text", action_parser.format_help().rstrip(), "```", ""]
     return "\n".join(lines)
 
 

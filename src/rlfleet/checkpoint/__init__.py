@@ -21,7 +21,8 @@
 The modules: `folder` (the folder format: write atomically, verify on load, list, prune),
 `trainer_io` (a trainer's state to and from a folder) and `import_gate` (what
 `Trainer.from_checkpoint` may import: a security boundary, kept apart so it can be read and
-reviewed alone). Everything is re-exported here.
+reviewed alone). Everything is re-exported here. Across versions: `migrations` (format N ->
+N + 1, applied on load), `upgrade` and `summary` (`rlfleet checkpoint upgrade` / `inspect`).
 """
 from __future__ import annotations
 

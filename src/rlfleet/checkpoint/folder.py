@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from rlfleet.checkpoint.migrations import migrate
 from rlfleet.utils.safe_files import (
     CheckpointError,
     CheckpointSaveError,
@@ -215,7 +216,9 @@ def read_manifest(path: str) -> Dict[str, Any]:
 
 
 def read_checkpoint(path: str) -> Checkpoint:
-    """Reads and verifies the checkpoint folder `path` (every listed file's size and SHA-256).
+    """Reads and verifies the checkpoint folder `path` (every listed file's size and SHA-256);
+    a checkpoint of an older format comes back as the current format holds it
+    (`rlfleet.checkpoint.migrations`).
 
     Raises:
         CheckpointError: missing or corrupted files, an unknown or newer format, or files of a
@@ -249,6 +252,7 @@ def read_checkpoint(path: str) -> Checkpoint:
         return parsed[rel]
 
     state = join_arrays(parse_json(data[index_name], os.path.join(path, index_name)), load_file)
+    manifest, state = migrate(manifest, state, FORMAT_VERSION, path)  # an older format's content, as today's
     if not isinstance(state, dict) or not isinstance(state.get("worker"), dict) \
             or not isinstance(state["worker"].get("policies"), dict):
         raise CheckpointError(f"{os.path.join(path, index_name)!r} holds no policy states")

@@ -17,7 +17,6 @@ import numpy as np
 from rlfleet.checkpoint.folder import Checkpoint, prune_checkpoints, read_checkpoint, write_checkpoint
 from rlfleet.checkpoint.import_gate import decode_trusted_config
 from rlfleet.checkpoint.located import checkpoint_folder
-from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.utils.json_codec import encode, qualified_name
 from rlfleet.utils.safe_files import CheckpointError
 from rlfleet.utils.versions import software_versions
@@ -34,8 +33,17 @@ def _split_state(state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]
     return head, {k: v for k, v in state.items() if k not in _MANIFEST_STATE_KEYS}
 
 
+def _space_text(space: Any) -> str:
+    """A space as one line of text (NumPy pads the bounds of a Box with runs of spaces)."""
+    return " ".join(repr(space).split())
+
+
 def trainer_state(ck: Checkpoint) -> Dict[str, Any]:
     """The trainer state (`Trainer.set_state` input) a checkpoint holds."""
+    # Deferred: rlfleet.policy imports torch, which reading a checkpoint's JSON (`rlfleet
+    # checkpoint inspect`) does without.
+    from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
+
     state = {k: ck.manifest[k] for k in _MANIFEST_STATE_KEYS if k in ck.manifest}
     state.update(ck.state)
     # Checkpoints written before buffers were kept per policy hold the default policy's
@@ -61,9 +69,12 @@ def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints
         "trainer_class": qualified_name(type(trainer)),
         **head,
         "policies": {
-            pid: {"policy_class": qualified_name(type(trainer.get_policy(pid))),
+            pid: {"policy_class": qualified_name(type(policy)),
+                  # As text, for `rlfleet checkpoint inspect` (which reads them without Gymnasium).
+                  "observation_space": _space_text(policy.observation_space),
+                  "action_space": _space_text(policy.action_space),
                   "weights": {k: list(np.shape(v)) for k, v in pstate["weights"].items()}}
-            for pid, pstate in body["worker"]["policies"].items()
+            for pid, pstate in body["worker"]["policies"].items() for policy in (trainer.get_policy(pid),)
         },
         "config": encode(trainer.config),
         "user_config": encode(trainer.user_config()),

@@ -175,9 +175,10 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         return default_resource_request(cls._default_config, config)
 
     def user_config(self) -> Dict[str, Any]:
-        """The config as given (before defaults), with an env class as the class itself."""
+        """The config as given (before defaults), with an env class as the class itself (a
+        "pkg.mod:make_env" function path stays a string: `env` takes no function)."""
         config = dict(self.raw_user_config)
-        if self._env_class is not None:
+        if isinstance(self._env_class, type):
             config["env"] = self._env_class
         return config
 
