@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlfleet.models.preprocessors import DictFlatteningPreprocessor, TupleFlatteningPreprocessor
+from rlfleet.models.preprocessors import DictFlatteningPreprocessor, TupleFlatteningPreprocessor, _FloatNoPreprocessor
 from rlfleet.models.space_preprocessors import MultiBinaryPreprocessor, NoPreprocessor, OneHotPreprocessor
 from rlfleet.utils.filters import _STD_EPS, MeanStdFilter, NoFilter
 from rlfleet.utils.json_codec import qualified_name
@@ -40,6 +40,9 @@ from rlfleet.utils.safe_files import json_bytes, write_file_atomic
 
 FILTER_FORMAT = "rlfleet-observation-filter"
 FILTER_FILE = "filter.json"
+# The built-in leaf preprocessors, by exact class: a subclass (a custom preprocessor) may
+# transform otherwise, in NumPy code the graph cannot hold.
+_LEAVES = (NoPreprocessor, _FloatNoPreprocessor, OneHotPreprocessor, MultiBinaryPreprocessor)
 
 
 class _Leaf(torch.nn.Module):
@@ -83,17 +86,17 @@ class ObservationInputs(torch.nn.Module):
         self.names: List[str] = []
         self.examples: List[torch.Tensor] = []
         self.leaves = torch.nn.ModuleList()
-        self.nested = isinstance(preprocessor, (TupleFlatteningPreprocessor, DictFlatteningPreprocessor))
+        self.nested = type(preprocessor) in (TupleFlatteningPreprocessor, DictFlatteningPreprocessor)
         self._add(preprocessor, "obs", flat=self.nested)
 
     def _add(self, pp: Any, name: str, flat: bool) -> None:
-        if isinstance(pp, (TupleFlatteningPreprocessor, DictFlatteningPreprocessor)):
+        if type(pp) in (TupleFlatteningPreprocessor, DictFlatteningPreprocessor):
             space = pp.original_space
             keys = list(space.spaces) if isinstance(space, spaces.Dict) else range(len(space.spaces))
             for key, child in zip(keys, pp._children):
                 self._add(child, f"{name}.{key}", flat=True)
             return
-        if not isinstance(pp, (NoPreprocessor, OneHotPreprocessor, MultiBinaryPreprocessor)):
+        if type(pp) not in _LEAVES:
             raise ValueError(
                 f"export: the observation preprocessor {type(pp).__name__} (model.custom_preprocessor) runs NumPy "
                 "code that cannot become part of an exported graph; export the bare model with include_filter=False "
