@@ -72,7 +72,8 @@ def trainer_actions(trainer, observations: list) -> tuple:
                                                     explore=False)
         actions.append(a)
         prev_a = a
-    feeds = {"prev_actions": np.asarray([r[0] for r in rows], np.int64), "prev_rewards": np.zeros(len(rows), np.float32),
+    feeds = {"prev_actions": np.asarray([r[0] for r in rows], np.int64),
+             "prev_rewards": np.zeros(len(rows), np.float32),
              **{f"state_in_{k}": np.stack([r[1][k] for r in rows]) for k in range(len(rows[0][1]))}}
     return np.asarray(actions), feeds
 

@@ -21,7 +21,8 @@ of a trainer's policy, holds those statistics:
 For a bare model (`include_filter=False`) apply them to the preprocessed observation:
 
     f = json.load(open("export/filter.json"))
-    obs = np.clip((obs - np.asarray(f["shift"])) / np.asarray(f["scale"]), -(f["clip"] or np.inf), f["clip"] or np.inf).astype(np.float32)
+    obs = np.clip((obs - np.asarray(f["shift"])) / np.asarray(f["scale"]),
+                  -(f["clip"] or np.inf), f["clip"] or np.inf).astype(np.float32)
 """
 from __future__ import annotations
 
