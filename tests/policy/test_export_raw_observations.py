@@ -199,3 +199,21 @@ def test_a_custom_preprocessor_cannot_go_into_the_graph(tmp_path):
         assert json.loads((tmp_path / "b" / "filter.json").read_text())["filter"] == "MeanStdFilter"
     finally:
         trainer.stop()
+
+
+def test_a_filter_it_cannot_freeze_is_refused_before_anything_is_written(tmp_path):
+    from rlfleet.utils.filters import NoFilter
+
+    class Halving(NoFilter):
+        def __call__(self, x, update=True):
+            return 0.5 * np.asarray(x, np.float32)
+
+    trainer = make_trainer("PPO", "CartPole-v1", {"model": {"fcnet_hiddens": [8]}}, False, tmp_path)
+    trainer.workers.local_worker().filters["default_policy"] = Halving()
+    try:
+        for include_filter in (True, False):
+            with pytest.raises(ValueError, match="observation filter .*Halving is not one rlfleet can freeze"):
+                trainer.export_policy_model(str(tmp_path / "out"), include_filter=include_filter)
+        assert not (tmp_path / "out").exists()
+    finally:
+        trainer.stop()

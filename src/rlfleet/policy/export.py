@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from rlfleet.policy.export_actions import GreedyEnvActions
-from rlfleet.policy.export_observations import FILTER_FILE, RawObservations, model_input_spec, write_filter_json
+from rlfleet.policy.export_observations import (FILTER_FILE, RawObservations, filter_statistics, model_input_spec,
+                                                write_filter_json)
 from rlfleet.policy.export_weights import (WEIGHTS_FORMAT, export_policy_weights, import_policy_weights,
                                            read_policy_weights, space_record)
 from rlfleet.utils.safe_files import json_bytes, write_file_atomic
@@ -85,6 +86,8 @@ def export_policy_model(policy, export_dir: str, onnx: Optional[int] = None, *, 
         include_filter: put the preprocessor and filter into the graph (raw observations in);
             False: the bare model, with the filter's statistics in `filter.json` beside it.
     """
+    if preprocessor is not None:
+        filter_statistics(observation_filter)  # a filter it cannot freeze is refused before anything is written
     os.makedirs(export_dir, exist_ok=True)
     raw = preprocessor is not None and include_filter
     if raw:

@@ -36,7 +36,6 @@ from gymnasium import spaces
 from rlfleet.models.preprocessors import DictFlatteningPreprocessor, TupleFlatteningPreprocessor, _FloatNoPreprocessor
 from rlfleet.models.space_preprocessors import MultiBinaryPreprocessor, NoPreprocessor, OneHotPreprocessor
 from rlfleet.utils.filters import _STD_EPS, MeanStdFilter, NoFilter
-from rlfleet.utils.json_codec import qualified_name
 from rlfleet.utils.safe_files import json_bytes, write_file_atomic
 
 FILTER_FORMAT = "rlfleet-observation-filter"
@@ -144,17 +143,18 @@ class FrozenMeanStd(torch.nn.Module):
 
 def filter_statistics(observation_filter: Any) -> Dict[str, Any]:
     """`filter.json`'s content for `observation_filter` (NoFilter: shift 0, scale 1)."""
-    if isinstance(observation_filter, MeanStdFilter):
+    # By exact class: a subclass may filter otherwise, and its statistics would lie.
+    if type(observation_filter) is MeanStdFilter:
         stat = observation_filter.rs
         shift = stat.mean if observation_filter.demean else np.zeros(stat.shape)
         scale = stat.std + _STD_EPS if observation_filter.destd else np.ones(stat.shape)
         return {"filter": "MeanStdFilter", "count": int(stat.n), "shift": np.asarray(shift, np.float64).tolist(),
                 "scale": np.asarray(scale, np.float64).tolist(),
                 "clip": float(observation_filter.clip) if observation_filter.clip else None}
-    if observation_filter is None or isinstance(observation_filter, NoFilter):
+    if observation_filter is None or type(observation_filter) is NoFilter:
         return {"filter": "NoFilter", "count": 0, "shift": 0.0, "scale": 1.0, "clip": None}
     raise ValueError(
-        f"export: the observation filter {qualified_name(type(observation_filter))} is not one rlfleet can freeze "
+        f"export: the observation filter {type(observation_filter).__qualname__} is not one rlfleet can freeze "
         "into an export (MeanStdFilter and NoFilter are); use observation_filter='MeanStdFilter' or 'NoFilter', "
         "or export the policy's model alone with policy.export_model(dir) and apply your filter yourself")
 
