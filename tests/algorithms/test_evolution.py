@@ -138,11 +138,12 @@ def test_the_trained_policy_acts_and_exports_with_theta(tmp_path):
         want = np.clip(FlatMLPActor(trainer._layout, trainer.theta.astype(np.float32))(filtered), -1, 1) * 2.0
         np.testing.assert_allclose(trainer.compute_single_action(obs), want, rtol=1e-5, atol=1e-6)
         assert trainer.num_params == 3 * 2 + 2  # linear: (mean, log-std) outputs from 3 features
+        # The export takes raw observations (the filter's statistics are in the graph).
         model = torch.jit.load(trainer.export_policy_model(str(tmp_path / "ts")))
-        out = model(torch.as_tensor(filtered[None]))
-        out = out[0] if isinstance(out, tuple) else out
-        np.testing.assert_allclose(out.detach().numpy()[0, :1], FlatMLPActor(trainer._layout, trainer.theta)(filtered),
-                                   rtol=1e-5, atol=1e-6)
+        actions, dist_inputs = model(torch.as_tensor(obs[None]))[:2]
+        np.testing.assert_allclose(dist_inputs.detach().numpy()[0, :1],
+                                   FlatMLPActor(trainer._layout, trainer.theta)(filtered), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(actions.detach().numpy()[0], want, rtol=1e-5, atol=1e-6)
     finally:
         trainer.stop()
 

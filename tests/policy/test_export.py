@@ -59,10 +59,10 @@ def test_onnx_matches_the_torch_policy(trained, opset, tmp_path, monkeypatch):
     else:
         path = t.export_policy_model(str(tmp_path), onnx=opset)
     meta = json.loads((tmp_path / ("onnx" if opset is None else "") / "model.json").read_text())
-    assert meta["kind"] == "onnx" and meta["onnx_opset"] == (opset or 11) and meta["outputs"] == ["dist_inputs", "value"]
+    assert meta["kind"] == "onnx" and meta["onnx_opset"] == (opset or 11) and meta["outputs"] == ["actions", "dist_inputs", "value"]
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     obs = _obs(env_id)
-    dist_inputs, values = session.run(None, {"obs": obs})
+    env_actions, dist_inputs, values = session.run(None, {"obs": obs})
     want_inputs, want_values = _torch_outputs(policy, obs)
     np.testing.assert_allclose(dist_inputs, want_inputs, atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(values, want_values, atol=1e-5, rtol=1e-5)
@@ -70,14 +70,17 @@ def test_onnx_matches_the_torch_policy(trained, opset, tmp_path, monkeypatch):
     actions, _, _ = policy.compute_actions(obs, explore=False)
     if env_id == "CartPole-v1":
         np.testing.assert_array_equal(dist_inputs.argmax(axis=1), actions)
+        np.testing.assert_array_equal(env_actions, actions)
     else:
         np.testing.assert_allclose(np.split(dist_inputs, 2, axis=1)[0], actions, atol=1e-5)
+        # `actions` is unsquashed into Pendulum's [-2, 2], as the env takes it.
+        np.testing.assert_allclose(env_actions, 2.0 * np.clip(actions, -1, 1), atol=1e-5)
 
 
 _TORCHSCRIPT_CHILD = textwrap.dedent("""
     import sys, numpy as np, torch
     model = torch.jit.load(sys.argv[1])
-    dist_inputs, values = model(torch.from_numpy(np.load(sys.argv[2])))
+    actions, dist_inputs, values = model(torch.from_numpy(np.load(sys.argv[2])))
     assert "rlfleet" not in sys.modules, "rlfleet was imported"
     np.savez(sys.argv[3], dist_inputs=dist_inputs.detach().numpy(), values=values.detach().numpy())
 """)

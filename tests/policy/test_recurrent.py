@@ -320,7 +320,7 @@ def test_exported_recurrent_policy_matches_the_policy_over_an_episode(kind, memo
         import json
 
         meta = json.loads((tmp_path / "model.json").read_text())
-        assert meta["recurrent"] and meta["outputs"][:2] == ["dist_inputs", "value"]
+        assert meta["recurrent"] and meta["outputs"][:3] == ["actions", "dist_inputs", "value"]
         if kind == "onnx":
             import onnxruntime
 
@@ -344,10 +344,11 @@ def test_exported_recurrent_policy_matches_the_policy_over_an_episode(kind, memo
                      "prev_rewards": np.array([prev_r], np.float32),
                      **{f"state_in_{k}": s[None] for k, s in enumerate(state)}}
             out = run({name: feeds[name] for name in meta["inputs"]})
-            np.testing.assert_allclose(out[0][0], extra[SB.ACTION_DIST_INPUTS], rtol=1e-5, atol=1e-5)
-            np.testing.assert_allclose(out[1][0], extra[SB.VF_PREDS], rtol=1e-5, atol=1e-5)
+            assert out[0][0] == action
+            np.testing.assert_allclose(out[1][0], extra[SB.ACTION_DIST_INPUTS], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(out[2][0], extra[SB.VF_PREDS], rtol=1e-5, atol=1e-5)
             for k, s in enumerate(state_out):
-                np.testing.assert_allclose(out[2 + k][0], s, rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(out[3 + k][0], s, rtol=1e-5, atol=1e-5)
             obs, prev_r, terminated, truncated, _ = env.step(action)
             state, prev_a = state_out, action
             if terminated or truncated:  # the untrained policy may drop the pole: start over

@@ -24,7 +24,8 @@ the one the `lr` / `lr_schedule` keys drive.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+import contextlib
+from typing import Any, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -392,11 +393,20 @@ class TorchPolicy(Policy):
         self.refresh_fast_plan()
 
     # --- export --------------------------------------------------------------------
-    def export_model(self, export_dir: str, onnx: Optional[int] = None) -> str:
-        """TorchScript (or ONNX with opset `onnx`) of obs -> (dist inputs, value); see policy/export.py."""
+    def export_model(self, export_dir: str, onnx: Optional[int] = None, *, preprocessor: Any = None,
+                     observation_filter: Any = None, include_filter: bool = True) -> str:
+        """TorchScript (or ONNX with opset `onnx`) of obs -> (greedy actions, dist inputs,
+        value); raw observations in when a worker's `preprocessor` (and `observation_filter`)
+        are given; see policy/export.py."""
         from rlfleet.policy.export import export_policy_model
 
-        return export_policy_model(self, export_dir, onnx)
+        return export_policy_model(self, export_dir, onnx, preprocessor=preprocessor,
+                                   observation_filter=observation_filter, include_filter=include_filter)
+
+    def acting_greedily(self) -> ContextManager[None]:
+        """The model as greedy acting (`explore=False`) runs it, for the length of a `with`
+        (what an export traces). No change here; DQN's noisy nets switch their noise off."""
+        return contextlib.nullcontext()
 
     def export_checkpoint(self, export_dir: str, filename_prefix: str = "model") -> str:
         """The model's weights alone: `<prefix>.safetensors` + `<prefix>.json`."""

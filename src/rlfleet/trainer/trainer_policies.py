@@ -111,10 +111,16 @@ class TrainerPolicies:
         self.evaluator.remove_policy(**change)
 
     def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID,
-                            onnx: Optional[int] = None) -> str:
-        """TorchScript (`model.pt`), or ONNX (`model.onnx`) with opset `onnx`, of the policy's
-        model: preprocessed, filtered observations -> action-distribution inputs (and values)."""
-        return self.get_policy(policy_id).export_model(export_dir, onnx)
+                            onnx: Optional[int] = None, *, include_filter: bool = True) -> str:
+        """TorchScript (`model.pt`), or ONNX (`model.onnx`) with opset `onnx`, of the policy:
+        raw env observations -> greedy env actions, action-distribution inputs (and values),
+        with the preprocessor and the observation filter's current statistics in the graph;
+        `include_filter=False`: the bare model (preprocessed, filtered observations in), the
+        statistics in `filter.json` beside it. See policy/export.py."""
+        worker = self.workers.local_worker()
+        return self.get_policy(policy_id).export_model(
+            export_dir, onnx, preprocessor=worker.preprocessors[policy_id],
+            observation_filter=worker.filters[policy_id], include_filter=include_filter)
 
     def export_policy_checkpoint(self, export_dir: str, filename_prefix: str = "model",
                                  policy_id: str = DEFAULT_POLICY_ID) -> str:
@@ -133,5 +139,8 @@ class TrainerPolicies:
     def export_model(self, export_formats, export_dir: str) -> Dict[str, str]:
         """Exports the default policy in each of `export_formats` ("model": TorchScript,
         "onnx": ONNX with opset `$ONNX_OPSET` (default 11), "checkpoint": weights) into
-        `export_dir/<format>/`; returns `{format: path}`."""
-        return export_policy_formats(self.get_policy(), export_formats, export_dir)
+        `export_dir/<format>/` (the models take raw observations); returns `{format: path}`."""
+        worker = self.workers.local_worker()
+        return export_policy_formats(self.get_policy(), export_formats, export_dir,
+                                     preprocessor=worker.preprocessors[DEFAULT_POLICY_ID],
+                                     observation_filter=worker.filters[DEFAULT_POLICY_ID])

@@ -3,7 +3,8 @@ cross-entropy against the projected target distribution; importance-weighted for
 prioritized replay; n-step targets discounted by gamma ** n_steps."""
 from __future__ import annotations
 
-from typing import Dict, Tuple
+import contextlib
+from typing import Dict, Iterator, Tuple
 
 import gymnasium as gym
 import torch
@@ -127,12 +128,20 @@ class DQNTorchPolicy(TorchPolicy):
 
     def compute_actions(self, obs_batch, state_batches=None, *args, explore=None, **kwargs):
         explore = self.config.get("explore", True) if explore is None else explore
-        if not self.config["noisy"] or explore:
+        if explore:
             return super().compute_actions(obs_batch, state_batches, *args, explore=explore, **kwargs)
-        # Noisy nets explore through their noise: greedy acting turns it off.
+        with self.acting_greedily():
+            return super().compute_actions(obs_batch, state_batches, *args, explore=explore, **kwargs)
+
+    @contextlib.contextmanager
+    def acting_greedily(self) -> Iterator[None]:
+        """Noisy nets explore through their noise: greedy acting (and an export) turns it off."""
+        if not self.config["noisy"]:
+            yield
+            return
         self.model.set_noise(False)
         try:
-            return super().compute_actions(obs_batch, state_batches, *args, explore=explore, **kwargs)
+            yield
         finally:
             self.model.set_noise(True)
 
