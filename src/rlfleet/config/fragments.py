@@ -7,7 +7,8 @@ A sampling round gives `rollout_fragment_length * num_envs_per_worker` env steps
 `num_envs_per_worker: 256` and the default fragment of 200 steps one round is 51,200 steps,
 whatever `train_batch_size` says.
 
-- `"auto"` (RLlib 2.x's value, https://docs.ray.io/en/latest/rllib/rllib-training.html)
+- `"auto"` (RLlib 2.x's value: `AlgorithmConfig.get_rollout_fragment_length` in
+  https://github.com/ray-project/ray/blob/master/rllib/algorithms/algorithm_config.py)
   makes the round about `train_batch_size`: `ceil(train_batch_size / (workers * envs))`
   steps per env, so a round overshoots the batch by less than one step per env.
 - A round over `OVERSIZE_FACTOR` times `train_batch_size` is named in a warning with the
