@@ -6,8 +6,8 @@ Generated, never edited by hand, so they cannot drift from the code:
   docstring), how to run it, its tuned examples (each file's own comment says what it
   measured), and its keys with their defaults (`rlfleet.config.describe_keys`).
 - `cli.md`: the help of every `rlfleet` sub-command, from the argument parser.
-- `api/rlfleet.md` and `api/algorithms.md`: mkdocstrings entries for every public name that
-  `rlfleet` and `rlfleet.algorithms.*` export (`__all__`); data names (configs, key lists) get a
+- `api/rlfleet.md`, `api/env.md` and `api/algorithms.md`: mkdocstrings entries for every public
+  name that `rlfleet`, `rlfleet.env` and `rlfleet.algorithms.*` export (`__all__`); data names (configs, key lists) get a
   description from `DATA_DESCRIPTIONS`.
 - `figures/*.png`: the plots the pages show, each made by the ```python block under a
   `<!-- docs-figure: NAME.png -->` marker on its page, run here (in `figures/`, as a reader
@@ -29,7 +29,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import yaml
 
@@ -113,7 +113,12 @@ def api_pages() -> Dict[str, str]:
              "[algorithm catalogue](../algorithms/index.md).", ""]
     for package in algorithm_packages():
         algos += [f"## `{package}`", "", api_section(package)]
-    return {"api/rlfleet.md": "\n".join(top), "api/algorithms.md": "\n".join(algos)}
+    env = ["# API reference: `rlfleet.env`", "",
+           "Every name `rlfleet.env` exports (`__all__`): the env interfaces a custom env implements "
+           "(`MultiAgentEnv`, `VectorEnv`, `ExternalEnv`, ...), the registry and the env checks' errors. "
+           "[Custom envs and models](../../guides/custom-envs-and-models.md) shows them in use.", "",
+           api_section("rlfleet.env")]
+    return {"api/rlfleet.md": "\n".join(top), "api/algorithms.md": "\n".join(algos), "api/env.md": "\n".join(env)}
 
 
 def summary(trainer_class: type) -> str:
@@ -122,15 +127,23 @@ def summary(trainer_class: type) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
+# A tuned-example file whose comment holds this line is its algorithm's recommended first
+# example: the command its page opens with. An algorithm with one example of its own (files of
+# tuned_examples/reference_1x/, RLlib 1.x's files run unchanged, never count) needs none; one
+# with several must mark exactly one, or the generation fails.
+FIRST_MARKER = "# docs: first"
+
+
 @dataclass(frozen=True)
 class TunedExample:
     """One experiment of a tuned example file, with the file's leading comment (what it
-    shows and what it measured)."""
+    shows and what it measured) and whether the file is marked `# docs: first`."""
 
     path: str  # relative to the repository root
     env: str
     stop: dict
     comment: str
+    first: bool = False
 
 
 def tuned_examples(algorithm: str) -> List[TunedExample]:
@@ -139,12 +152,27 @@ def tuned_examples(algorithm: str) -> List[TunedExample]:
     for path in sorted((ROOT / "tuned_examples").rglob("*.yaml")):
         text = path.read_text()
         comment = " ".join(line.lstrip("#").strip() for line in text.splitlines()
-                           if line.startswith("#"))
+                           if line.startswith("#") and line.strip() != FIRST_MARKER)
+        first = any(line.strip() == FIRST_MARKER for line in text.splitlines())
         for experiment in (yaml.safe_load(text) or {}).values():
             if isinstance(experiment, dict) and experiment.get("run") == algorithm:
                 found.append(TunedExample(str(path.relative_to(ROOT)), str(experiment.get("env")),
-                                          experiment.get("stop") or {}, comment))
+                                          experiment.get("stop") or {}, comment, first))
     return found
+
+
+def first_example(algorithm: str, examples: List[TunedExample]) -> Optional[TunedExample]:
+    """The example an algorithm's page opens with: the one marked `# docs: first`, else its
+    only example outside tuned_examples/reference_1x/; None when it has no example."""
+    marked = [e for e in examples if e.first]
+    own = [e for e in examples if not e.path.startswith("tuned_examples/reference_1x/")]
+    if len(marked) == 1:
+        return marked[0]
+    if not marked and len(own) <= 1:
+        return own[0] if own else (examples[0] if examples else None)
+    raise SystemExit(f"docs/gen_pages.py: {algorithm} has {len(own)} tuned examples and {len(marked)} marked "
+                     f"{FIRST_MARKER!r}: put that line at the top of the one a newcomer should run first "
+                     f"(one of {[e.path for e in marked or own]})")
 
 
 def algorithm_page(algorithm: str) -> str:
@@ -155,11 +183,15 @@ def algorithm_page(algorithm: str) -> str:
     trainer_class = get_trainer_class(algorithm)
     own_section = describe_keys(algorithm).split("\n### ", 1)[0]  # its keys come first
     examples = tuned_examples(algorithm)
-    command = (f"rlfleet train -f {examples[0].path}" if examples
+    first = first_example(algorithm, examples)
+    if first is not None:  # listed first too
+        examples = [first] + [e for e in examples if e is not first]
+    command = (f"rlfleet train -f {first.path}" if first is not None
                else f"rlfleet train --run {algorithm} --env CartPole-v1")
     lines = [f"# {algorithm}", "", summary(trainer_class), "",
              f"Trainer class: `{trainer_class.__module__.rsplit('.', 1)[0]}.{trainer_class.__name__}` "
-             f"([API](../api/algorithms.md)). From the checkout's root:", "",
+             f"([API](../api/algorithms.md)). "
+             f"{'Its recommended first example' if first is not None else 'A first run'}, from the checkout's root:", "",
              "```bash", command, "```", ""]
     if examples:
         lines += ["## Tuned examples", "",

@@ -213,6 +213,24 @@ def test_a_killed_workers_directions_are_reissued(ray_session, tmp_path):
         strict.stop()
 
 
+# --- a stop on the step count ---------------------------------------------------------
+@pytest.mark.parametrize("cls,config", [
+    # One ES iteration needs 10,000 perturbed steps (and 100 episodes); ARS's 200 directions
+    # take ~8,000 steps on CartPole (episodes of ~20 steps).
+    (ESTrainer, {**TINY, "episodes_per_batch": 100, "train_batch_size": 10_000}),
+    (ARSTrainer, {**TINY, "num_rollouts": 400, "rollouts_used": 200}),
+], ids=["ES", "ARS"])
+def test_a_step_limit_cuts_the_iteration_within_ten_percent(cls, config, tmp_path):
+    trainer = cls(config, env="CartPole-v1", logdir=str(tmp_path))
+    try:
+        trainer.set_step_limit(2000)
+        result = trainer.train()
+        assert 2000 <= result["timesteps_total"] <= 2200, result["timesteps_total"]
+        assert result["info"]["learner"]["default_policy"]["learner_stats"]["noisy_episodes"] > 0  # it learned
+    finally:
+        trainer.stop()
+
+
 # --- learning (seeds and settings no tuned example uses) --------------------------------
 @pytest.mark.parametrize("cls,config,reward", [
     # The reference's ES settings in one process, seed 3; evaluation episodes more often

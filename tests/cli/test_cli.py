@@ -52,7 +52,11 @@ class FakeTrainer:
         self.iteration = 0
         self.saves = []
         self.stopped = False
+        self.step_limit = "never set"
         FakeTrainer.instances.append(self)
+
+    def set_step_limit(self, timesteps_total):
+        self.step_limit = timesteps_total
 
     def train(self):
         self.iteration += 1
@@ -62,6 +66,7 @@ class FakeTrainer:
         result = {
             "training_iteration": i,
             "timesteps_total": 1000 * i,
+            "num_env_steps_sampled_lifetime": 1000 * i,  # RLlib 2.x's name, as a real trainer adds it
             "time_total_s": 0.5 * i,
             "episode_reward_mean": float("nan") if i == 1 else 100.0 * i,
             "episode_reward_min": 0.0,
@@ -165,17 +170,42 @@ def test_nested_stop_key(capsys):
     assert "appear only on iterations that evaluate" in err
 
 
-def test_missing_stop_key_warns_once(capsys):
+def test_misspelt_stop_key_is_an_error_with_did_you_mean(capsys):
     code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
-                          '{"episode_reward_maen": 1, "training_iteration": 4}')
-    assert code == 0
-    assert _last_trainer().iteration == 4
-    assert err.count("WARNING") == 1
-    assert "'episode_reward_maen'" in err
-    assert "Did you mean 'episode_reward_mean'?" in err
+                          '{"episode_reward_maen": 1, "training_iteration": 40}')
+    assert code == 2
+    assert _last_trainer().iteration == 1 and _last_trainer().stopped  # not trained on until killed
+    assert "experiment 'default': stop key(s) not in the results: 'episode_reward_maen' " \
+           "(did you mean 'episode_reward_mean'?)" in err
     assert "timesteps_total" in err and "info/learner/default_policy/policy_loss" in err
-    assert "hist_stats" not in err
+    assert "hist_stats" not in err and "WARNING" not in err
     assert out[-1].startswith("Results: ")
+
+
+def test_stop_key_of_a_group_that_fills_later_only_warns(capsys):
+    # Learner statistics appear once learning starts (an off-policy trainer's `learning_starts`).
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"info/learner/default_policy/td_error": 1, "training_iteration": 4}')
+    assert code == 0, err
+    assert _last_trainer().iteration == 4
+    assert err.count("WARNING") == 1 and "'info/learner/default_policy/td_error'" in err
+
+
+def test_header_names_the_stop_criteria(capsys):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop",
+                          '{"episode_reward_mean": 1000, "timesteps_total": 3000}')
+    assert code == 0, err
+    assert out[0] == "== default: FAKE on E-v0 | stops when episode_reward_mean >= 1000 or timesteps_total >= 3000"
+    assert not any("None" in line for line in out)
+
+
+@pytest.mark.parametrize("stop, limit", [({"timesteps_total": 2500.5}, 2501),
+                                         ({"num_env_steps_sampled_lifetime": 900, "timesteps_total": 5000}, 900),
+                                         ({"episode_reward_mean": 300}, None)])
+def test_a_step_count_stop_sets_the_trainers_step_limit(capsys, stop, limit):
+    code, out, err = _run(capsys, "train", "--run", "FAKE", "--env", "E-v0", "--stop", json.dumps(stop))
+    assert code == 0, err
+    assert _last_trainer().step_limit == limit
 
 
 def test_nested_stop_in_yaml_form(tmp_path, capsys):

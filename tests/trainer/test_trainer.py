@@ -142,6 +142,18 @@ def test_timesteps_per_iteration(make):
     assert r["info"]["num_env_steps_trained"] == 200
 
 
+def test_a_step_limit_ends_the_iteration_that_reaches_it(make):
+    # `rlfleet train --stop '{"timesteps_total": 300}'` sets it: the iteration of 1000 steps ends at
+    # the training step that reaches 300 (100 steps each), not a whole iteration later.
+    t = make(PGTrainer, "CartPole-v1", timesteps_per_iteration=1000, **FAST_PG)
+    t.set_step_limit(300)
+    assert t.steps_left() == 300
+    r = t.train()
+    assert r["timesteps_total"] == 300 and t.steps_left() == 0
+    t.set_step_limit(None)
+    assert t.train()["timesteps_this_iter"] == 1000 and t.steps_left() is None
+
+
 def test_min_iter_time_s(make):
     t = make(PGTrainer, CountingEnv, min_iter_time_s=0.25, **dict(FAST_PG, train_batch_size=10,
                                                                   rollout_fragment_length=10))

@@ -13,8 +13,8 @@ The package, one job per module: ``experiments`` (the command line and YAML file
 config, list) and ``main`` (the parser).
 
 Exit codes: 0 done, 2 usage error (bad flag, bad JSON/YAML, unknown algorithm, invalid
-config, an optional package of an rlfleet extra not installed), 130 / 143 stopped by SIGINT
-(Ctrl-C) / SIGTERM (after finishing the iteration).
+config, an optional package of an rlfleet extra not installed, a stop key missing from the first
+result), 130 / 143 stopped by SIGINT (Ctrl-C) / SIGTERM (after finishing the iteration).
 """
 from __future__ import annotations
 

@@ -33,7 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--stop", metavar="JSON",
                        help="stop when ANY result key reaches its threshold, e.g. "
                             "'{\"episode_reward_mean\": 450, \"timesteps_total\": 100000}'; "
-                            "nested keys with '/'. Without it: until Ctrl-C")
+                            "nested keys with '/' (RLlib 2.x's 'env_runners/episode_return_mean' too). A key "
+                            "missing from the first result is an error, except under evaluation/, info/learner/, "
+                            "learners/, custom_metrics/ and policy_reward_*/ (a warning); a timesteps_total stop "
+                            "ends the iteration that reaches it. Without it: until Ctrl-C")
     train.add_argument("--config", metavar="JSON",
                        help="config overrides as a JSON object, e.g. '{\"lr\": 0.001}'")
     train.add_argument("-f", "--config-file", metavar="FILE",

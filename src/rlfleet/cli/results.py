@@ -7,6 +7,7 @@ import math
 import sys
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from rlfleet.cli.common import UsageError
 from rlfleet.results.logger import EXCLUDED_FROM_CSV, flatten_dict
 from rlfleet.utils.nested import MISSING, get_nested
 
@@ -51,22 +52,65 @@ def stop_criteria_met(result: Mapping[str, Any],
     return met
 
 
-def warn_missing_stop_keys(result: Mapping[str, Any], stop: Mapping[str, float]) -> None:
+# Result groups that may be absent from the first result and fill in later: evaluation runs on
+# evaluation iterations only, learner statistics once learning starts (`learning_starts`), custom
+# metrics and per-policy returns once an episode of that policy ends. A stop key under one of
+# them is only a warning when missing at first; any other missing key is an error, since a
+# misspelt key would otherwise never stop the run.
+FILLED_LATER = ("evaluation", "custom_metrics", "info/learner", "learners", "policy_reward_mean",
+                "policy_reward_min", "policy_reward_max", "env_runners/module_episode_returns_mean",
+                "env_runners/module_episode_returns_min", "env_runners/module_episode_returns_max")
+
+
+def _fills_later(key: str) -> bool:
+    return any(key == group or key.startswith(group + "/") for group in FILLED_LATER)
+
+
+def check_stop_keys(result: Mapping[str, Any], stop: Mapping[str, float]) -> None:
+    """Checks the stop keys against the first result: a key missing from it is an error
+    (with the closest result key), unless it lies under a group that fills in later
+    (`FILLED_LATER`), which gets a warning.
+
+    Args:
+        result: the first iteration's result.
+        stop: result key (nested with "/") -> threshold.
+
+    Raises:
+        UsageError: naming the missing keys, the closest result keys and the numeric keys
+            the result has.
+    """
     available = sorted(k for k, v in flatten_dict(result).items()
                        if not any(p in EXCLUDED_FROM_CSV for p in k.split("/"))
                        and isinstance(v, (int, float)) and not isinstance(v, bool))
+    unknown = []
     for key in stop:
         if lookup_result(result, key) is not MISSING:
             continue
+        close = difflib.get_close_matches(key, available, n=1)
+        if not _fills_later(key):
+            unknown.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+            continue
+        hint = f" Did you mean {close[0]!r}?" if close else ""
         if key.split("/")[0] == "evaluation":
-            # Evaluation results only exist on evaluation iterations (evaluation_interval).
             hint = " (Evaluation keys appear only on iterations that evaluate.)"
-        else:
-            close = difflib.get_close_matches(key, available, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
         print(f"WARNING: stop key {key!r} is not in the first result, so it only stops "
               f"training if it appears later.{hint} Available keys: {', '.join(available)}",
               file=sys.stderr)
+    if unknown:
+        raise UsageError(f"stop key(s) not in the results: {', '.join(unknown)}. Fix the key in --stop or the "
+                         f"file's `stop:` (a result key, nested with '/'); available keys: {', '.join(available)}")
+
+
+# The result keys that count env steps sampled over the run (`timesteps_total` and RLlib 2.x's
+# name for the same counter): a stop on one of them is a step limit the trainer can honour.
+STEP_COUNT_KEYS = ("timesteps_total", "num_env_steps_sampled", "num_env_steps_sampled_lifetime")
+
+
+def step_limit(stop: Mapping[str, float]) -> Optional[int]:
+    """The env-step count at which `stop` ends training (the smallest threshold on a
+    `STEP_COUNT_KEYS` key), or None when no criterion counts env steps."""
+    limits = [math.ceil(stop[key]) for key in STEP_COUNT_KEYS if key in stop]
+    return max(1, min(limits)) if limits else None
 
 
 def format_number(value: Any, fmt: str) -> Optional[str]:
@@ -126,3 +170,5 @@ def format_progress(result: Mapping[str, Any], extra_keys: Sequence[str] = ()) -
 def describe_stop(stop: Mapping[str, float]) -> str:
     if not stop:
         return "no stop criteria: training until Ctrl-C"
+    return "stops when " + " or ".join(f"{key} >= {format_number(value, 'g') or value}"
+                                         for key, value in stop.items())

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from rlfleet.cli import common
 from rlfleet.cli.common import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from rlfleet.cli.experiments import Experiment, load_experiments
-from rlfleet.cli.results import describe_stop, format_number, format_progress, stop_criteria_met, warn_missing_stop_keys
+from rlfleet.cli.results import check_stop_keys, describe_stop, format_number, format_progress, step_limit, stop_criteria_met
 from rlfleet.results.logger import make_logdir
 from rlfleet.results.progress import ProgressReporter
 
@@ -133,6 +133,9 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
         print(f"== {exp.name}: {exp.run} on {exp.env or '(env from config)'} | {describe_stop(exp.stop)}", flush=True)
         print(f"   logdir: {trainer.logdir}", flush=True)
         checkpointer = _Checkpointer(exp.keep_checkpoints_num)
+        # A stop on the env-step count ends the iteration that reaches it (and ES / ARS size
+        # their last iteration to it), rather than overshooting by a whole iteration's steps.
+        trainer.set_step_limit(step_limit(exp.stop))
         first = True
         result: Mapping[str, Any] = {}
         while True:
@@ -140,7 +143,10 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
             result = trainer.train()
             if first:
                 first = False
-                warn_missing_stop_keys(result, exp.stop)
+                try:
+                    check_stop_keys(result, exp.stop)
+                except UsageError as exc:
+                    raise UsageError(f"experiment {exp.name!r}: {exc}") from None
             progress.update(result)
             iteration = result.get("training_iteration")
             if exp.checkpoint_freq and isinstance(iteration, int) \

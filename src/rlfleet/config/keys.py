@@ -11,6 +11,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from rlfleet.callbacks import DefaultCallbacks
 from rlfleet.config.checks import (Check, activation, boolean, dict_value, int_at_least, not_available, number_in,
                                    one_of, optional, positive_int_list)
+from rlfleet.config.fragments import fragment_length
 from rlfleet.config.key_checks import (batch_wait_ms, callable_or_none, callbacks_class, clip_rewards,
                                        conv_filters, dict_obs_key, environ, evaluation_duration,
                                        evaluation_duration_unit, exploration_type, framework,
@@ -102,7 +103,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("num_workers", 0, "Remote sampling workers; 0 samples in the trainer's own process.", int_at_least(0)),
         K("num_envs_per_worker", 1, "Envs each worker steps together as one batched vector.", int_at_least(1)),
         K("create_env_on_driver", False, "Give the local worker an env even when remote workers sample.", boolean),
-        K("rollout_fragment_length", 200, "Steps per sampled fragment, per env of a worker.", int_at_least(1)),
+        K("rollout_fragment_length", 200, "Steps per sampled fragment, per env of a worker; \"auto\" (RLlib "
+          "2.x): train_batch_size / (max(num_workers, 1) * num_envs_per_worker), rounded up.", fragment_length),
         K("batch_mode", "truncate_episodes", "truncate_episodes: fixed-size fragments; "
           "complete_episodes: fragments end only at episode ends.",
           one_of("truncate_episodes", "complete_episodes")),

@@ -7,6 +7,7 @@ from typing import Any, Iterable, List, Sequence, Set
 
 from rlfleet.config.checks import InvalidValue, is_int
 from rlfleet.config.deprecation import check_available, translate_deprecated
+from rlfleet.config.fragments import resolve_auto_fragment
 from rlfleet.config.keys import IGNORED_KEYS, KEY_INDEX, ConfigKey
 from rlfleet.utils.nested import get_nested
 
@@ -96,6 +97,7 @@ def validate_config(config: dict, algo_keys: Sequence[ConfigKey] = ()) -> None:
 
     _framework_to_torch(config)
     check_keys(config, KEY_INDEX.values())  # parents come before their children
+    resolve_auto_fragment(config)
     _evaluation_duration_to_episodes(config)
     check_keys(config, _not_common_checks(algo_keys))
     _check_evaluation_overlay(config, algo_keys)

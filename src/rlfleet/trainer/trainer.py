@@ -27,6 +27,7 @@ from rlfleet.config import (
     rename_rllib2_keys,
     validate_config,
 )
+from rlfleet.config.fragments import oversized_batch_warning
 from rlfleet.env.old_api import with_old_api_adapters
 from rlfleet.env.registry import resolve_env
 from rlfleet.env.task_settable import apply_env_task_fn
@@ -64,6 +65,11 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
     # The algorithm's own keys (`ConfigKey`s): their checks run with the common keys'.
     _algo_keys: Sequence[ConfigKey] = ()
     _allow_unknown_configs = False
+    # Whether each training step samples `train_batch_size` env steps in whole rounds of rollout
+    # fragments (`sample_train_batch`): then a round far over that size gets a warning naming the
+    # keys (rlfleet/config/fragments.py). Off-policy, asynchronous and evolution trainers size
+    # their sampling otherwise.
+    samples_train_batch: bool = False
     _allow_unknown_subkeys = ALLOW_UNKNOWN_SUBKEYS
     _override_all_subkeys_if_type_changes = OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES
 
@@ -85,6 +91,9 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         self.raw_user_config = config
         self.config = self.merge_trainer_configs(self._default_config, config, self._allow_unknown_configs)
         self._validate_config(self.config, trainer_obj_or_none=self)
+        oversized = oversized_batch_warning(self.config) if self.samples_train_batch else None
+        if oversized:
+            logger.warning("%s: %s", self._name, oversized)
         # Atari image envs get the preprocessing `preprocessor_pref` asks for, wherever the
         # trainer's env creator is used (workers, evaluation); wrapping twice is a no-op.
         # Old gym-API and old multi-agent `dones` envs adapted (env/old_api.py), then Atari preprocessing.
@@ -104,6 +113,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
             "num_agent_steps_trained": 0,
         }
         self._episodes = EpisodeWindow(self.config["metrics_smoothing_episodes"])
+        self._step_limit: Optional[int] = None
 
         self.logdir = logdir or make_logdir(self._name, self._env_id)
         os.makedirs(self.logdir, exist_ok=True)
@@ -153,6 +163,24 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
 
     def setup(self, config: dict) -> None:
         """Algorithm-specific initialisation after the workers exist."""
+
+    def set_step_limit(self, timesteps_total: Optional[int]) -> None:
+        """Ends each iteration once `timesteps_total` env steps were sampled over the run, so
+        that a stop on that count (the CLI's `--stop '{"timesteps_total": N}'`) overshoots by at
+        most one training step, not a whole iteration: the loop of training steps (see
+        `timesteps_per_iteration`, `min_iter_time_s`) stops there, and algorithms whose one
+        step is long (ES, ARS) read `steps_left()` to stop gathering there.
+
+        Args:
+            timesteps_total: the env-step count to stop at; None (the default): no limit.
+        """
+        self._step_limit = None if timesteps_total is None else int(timesteps_total)
+
+    def steps_left(self) -> Optional[int]:
+        """Env steps left before the limit of `set_step_limit` (0 once reached); None without one."""
+        if self._step_limit is None:
+            return None
+        return max(0, self._step_limit - self.counters["num_env_steps_sampled"])
 
     def count_sampled(self, env_steps: int, agent_steps: int) -> None:
         """Adds a round of sampling to the counters: the one place the sampled-step counts grow
@@ -240,7 +268,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         while True:
             learner_info = self.training_step()
             steps = self.counters["num_env_steps_sampled"] - sampled_before
-            if time.time() - start >= min_time and steps >= min_steps:
+            if (time.time() - start >= min_time and steps >= min_steps) or self.steps_left() == 0:
                 return learner_info, steps
 
     def _try_recover(self) -> None:

@@ -57,6 +57,8 @@ DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 class A2CTrainer(Trainer):
     """Synchronous advantage actor-critic."""
 
+    samples_train_batch = True
+
     _name = "A2C"
     _default_config = DEFAULT_CONFIG
     _algo_keys = ALGO_KEYS

@@ -54,6 +54,8 @@ def batch_regret(batch) -> float | None:
 class _LinearBanditTrainer(Trainer):
     """Sample, update the linear models online, sync; track regret."""
 
+    samples_train_batch = True
+
     def validate_algorithm_config(self, config: dict) -> None:
         if config.get("fast_path") == "off":
             raise ValueError(f"fast_path='off' asks for torch, but {self._name}'s linear models are NumPy only; use "

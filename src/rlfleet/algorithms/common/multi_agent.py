@@ -49,6 +49,8 @@ class SingleUpdateTrainer(Trainer):
     """Trainer base whose step is one gradient update per train batch (PG, MARWIL and BC):
     an algorithm sets its policy and keys; `training_step` below is the whole loop."""
 
+    samples_train_batch = True
+
     def training_step(self) -> Dict[str, Any]:
         # === sample (offline input: read) ===
         batch = sample_train_batch(self)

@@ -54,6 +54,8 @@ def _derived_batch_size(config: dict) -> Optional[int]:
 class DDPPOTrainer(PPOTrainer):
     """Decentralized distributed PPO (gradients all-reduced among the remote workers)."""
 
+    samples_train_batch = False  # each worker learns on its own fragment (train_batch_size is per worker)
+
     _name = "DDPPO"
     _default_config = DEFAULT_CONFIG
     _algo_keys = ALGO_KEYS

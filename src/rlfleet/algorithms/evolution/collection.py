@@ -11,6 +11,11 @@ from rlfleet.algorithms.evolution.noise_table import SharedNoiseTable
 from rlfleet.algorithms.evolution.rollouts import RolloutResult, RolloutTask
 
 
+# The share of a step budget that the tasks running when it is reached may add, all workers
+# together: a `timesteps_total` stop overshoots by about this much (plus one direction each).
+BUDGET_SHARE = 0.05
+
+
 class Collection:
     """Hands out tasks of `directions_per_task` directions (each slot an unperturbed
     evaluation episode instead with probability `eval_prob`) until `enough(self)` holds or
@@ -24,26 +29,48 @@ class Collection:
         eval_prob: the chance that a slot is an evaluation episode.
         enough: stops handing out tasks once it returns True (checked on answers received).
         max_directions: the most directions handed out in total (None: no limit).
+        step_budget: env steps this iteration may sample before a stop on the run's step
+            count (`Trainer.steps_left()`; None: no limit). Once the answers reach it no more
+            tasks go out; tasks start at one direction and are sized from the answers' steps
+            per direction to at most `BUDGET_SHARE / workers` of the budget, so the
+            tasks still running when it is reached add at most that share.
+        workers: the workers sharing the tasks (to size them against `step_budget`).
     """
 
     def __init__(self, noise: SharedNoiseTable, dim: int, rng: np.random.Generator, directions_per_task: int,
-                 eval_prob: float, enough: Callable[["Collection"], bool], max_directions: Optional[int] = None):
+                 eval_prob: float, enough: Callable[["Collection"], bool], max_directions: Optional[int] = None,
+                 step_budget: Optional[int] = None, workers: int = 1):
         self._noise, self._dim, self._rng = noise, dim, rng
         self._per_task, self._eval_prob = max(1, int(directions_per_task)), float(eval_prob)
         self._enough, self._max = enough, max_directions
+        self._budget, self._workers = step_budget, max(1, int(workers))
         self._issued = 0
         self._tasks = 0
         self.results: List[RolloutResult] = []
 
     def next_task(self) -> Optional[RolloutTask]:
-        if self._enough(self) or (self._max is not None and self._issued >= self._max):
+        if self._enough(self) or (self._max is not None and self._issued >= self._max) or self._budget_spent():
             return None
         count = self._per_task if self._max is None else min(self._per_task, self._max - self._issued)
+        if self._budget is not None:
+            count = min(count, self._directions_within_budget())
         self._issued += count
         evals = int(self._rng.binomial(count, self._eval_prob)) if self._eval_prob > 0 else 0
         self._tasks += 1
         return RolloutTask(self._tasks, self._noise.sample_indices(self._rng, self._dim, count),
                            evals)
+
+    def _budget_spent(self) -> bool:
+        # Never before an answer: an iteration always has something to learn from.
+        return self._budget is not None and bool(self.results) and self.steps >= self._budget
+
+    def _directions_within_budget(self) -> int:
+        answered = sum(len(r.indices) for r in self.results)
+        if not answered:
+            return 1  # steps per direction unknown yet: the first tasks measure it
+        steps_per_direction = max(1.0, self.steps / answered)
+        task_steps = BUDGET_SHARE * self._budget / self._workers
+        return max(1, int(task_steps / steps_per_direction))
 
     def add(self, result: RolloutResult) -> None:
         self.results.append(result)

@@ -84,7 +84,8 @@ class EvolutionTrainer(Trainer):
 
     def _new_collection(self, directions_per_task: int, enough, max_directions=None) -> Collection:
         return Collection(self.noise, self.num_params, self._rng, directions_per_task,
-                          float(self.config["eval_prob"]), enough, max_directions)
+                          float(self.config["eval_prob"]), enough, max_directions,
+                          step_budget=self.steps_left(), workers=self._workers_sharing())
 
     def _workers_sharing(self) -> int:
         return max(1, self.pool.num_healthy_workers())

@@ -50,6 +50,8 @@ DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 class PPOTrainer(Trainer):
     """Proximal Policy Optimization."""
 
+    samples_train_batch = True
+
     _name = "PPO"
     _default_config = DEFAULT_CONFIG
     _algo_keys = ALGO_KEYS
