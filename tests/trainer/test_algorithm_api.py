@@ -114,3 +114,55 @@ def test_forward_inference_of_a_q_network_has_no_value(tmp_path):
             trainer.get_module("nope")
     finally:
         trainer.stop()
+
+
+def test_forward_inference_of_an_lstm_takes_state_in_and_returns_state_out(tmp_path):
+    """A recurrent module stepped with forward_inference, its state_out fed back as state_in,
+    gives compute_single_action's outputs and states step after step, for every row."""
+    # One LSTM shared with the value head: its state is (h, c), as 2.x's default LSTM module's.
+    config = dict(TINY_PPO, model={"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4,
+                                   "vf_share_layers": True})
+    trainer = PPOTrainer(config=config, logdir=str(tmp_path))
+    try:
+        module = trainer.get_module()
+        assert module.is_stateful() and not _feed_forward_module_is_stateful(trainer, tmp_path)
+        initial = module.get_initial_state()
+        assert [tuple(s.shape) for s in initial] == [(8,), (8,)]
+        rng = np.random.default_rng(2)
+        rows = 3
+        state = {"h": torch.stack([initial[0]] * rows), "c": torch.stack([initial[1]] * rows)}  # 2.x's LSTM keys
+        single = [[s.numpy() for s in initial] for _ in range(rows)]
+        for _ in range(3):
+            obs = (0.05 * rng.normal(size=(rows, 4))).astype(np.float32)
+            out = module.forward_inference({"obs": torch.from_numpy(obs), "state_in": state})
+            assert set(out) == {"action_dist_inputs", "vf_preds", "state_out"} and list(out["state_out"]) == ["h", "c"]
+            for i in range(rows):
+                _, single[i], extra = trainer.compute_single_action(obs[i], state=single[i], full_fetch=True,
+                                                                    explore=False)
+                np.testing.assert_allclose(out["action_dist_inputs"][i].numpy(), extra["action_dist_inputs"],
+                                           rtol=1e-5, atol=1e-6)
+                for part, key in enumerate(("h", "c")):
+                    np.testing.assert_allclose(out["state_out"][key][i].numpy(), single[i][part], rtol=1e-5, atol=1e-6)
+            state = out["state_out"]
+        # Without state_in every row starts from the initial state; state_out is then a list.
+        fresh = module.forward_inference({"obs": obs})
+        assert isinstance(fresh["state_out"], list) and len(fresh["state_out"]) == 2
+        assert not torch.allclose(fresh["state_out"][0], state["h"])  # the carried state mattered
+        with pytest.raises(ValueError, match="needs 2 parts"):
+            module.forward_inference({"obs": obs, "state_in": [state["h"]]})
+        with pytest.raises(ValueError, match="one row per observation"):
+            module.forward_inference({"obs": obs, "state_in": [state["h"][:1], state["c"][:1]]})
+    finally:
+        trainer.stop()
+
+
+def _feed_forward_module_is_stateful(trainer, tmp_path):
+    # A feed-forward module refuses a state_in, naming the fix.
+    ff = PPOTrainer(config=TINY_PPO, logdir=str(tmp_path / "ff"))
+    try:
+        module = ff.get_module()
+        with pytest.raises(ValueError, match="not recurrent .*use_lstm"):
+            module.forward_inference({"obs": np.zeros((1, 4), np.float32), "state_in": [np.zeros((1, 8))]})
+        return module.is_stateful()
+    finally:
+        ff.stop()
