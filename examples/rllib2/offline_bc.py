@@ -13,7 +13,8 @@ Lines that differ from the RLlib 2.x version, and why:
   (one SampleBatch a line, as 2.x's old stack does), so the `output_write_episodes` keyword goes.
 - What is recorded: 2.x's new-stack docs restore the expert and record `algo.evaluate()`'s
   episodes; rlfleet records what a worker samples for training (as 2.x's old stack and
-  RLlib 1.x do), so the expert is restored and recorded while it trains a few more iterations.
+  RLlib 1.x do; its evaluation keeps only metrics, so `evaluation_config={"output": ...}` is
+  refused), so the expert is restored and recorded while it trains a few more iterations.
 - Reading: 2.x's new stack adds `input_read_method="read_parquet"` and
   `dataset_num_iters_per_learner=...` (Ray Data); rlfleet reads the folder's JSON files itself,
   so `.offline_data(input_=[data_path])` alone.

@@ -166,3 +166,31 @@ def _feed_forward_module_is_stateful(trainer, tmp_path):
         return module.is_stateful()
     finally:
         ff.stop()
+
+
+def test_an_output_in_evaluation_config_is_refused_not_ignored(tmp_path):
+    """2.x records evaluation episodes with `evaluation_config={"output": ...}`; rlfleet's
+    evaluation keeps only metrics, so the writer would write nothing: refused with the fix,
+    when the evaluation workers are made (at build with evaluation_interval, else at evaluate())."""
+    from rlfleet.algorithms.ppo import PPOConfig
+
+    config = (PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0)
+              .training(train_batch_size=200, minibatch_size=64, num_epochs=1)
+              .evaluation(evaluation_config=PPOConfig.overrides(output=str(tmp_path / "episodes"))))
+    with pytest.raises(ValueError, match="evaluation_config.output.*do not record.*output` at the top level"):
+        config.copy().evaluation(evaluation_interval=1).build(logdir=str(tmp_path / "a"))
+    trainer = config.build(logdir=str(tmp_path / "b"))
+    try:
+        with pytest.raises(ValueError, match="evaluation_config.output"):
+            trainer.evaluate()
+    finally:
+        trainer.stop()
+    # The top-level output, inherited by the evaluation workers, records training samples as before.
+    trainer = config.copy().evaluation(evaluation_config={}).offline_data(output=str(tmp_path / "train")).build(
+        logdir=str(tmp_path / "c"))
+    try:
+        trainer.train()
+        assert trainer.evaluate()["evaluation"]["episodes_this_iter"] > 0
+        assert list((tmp_path / "train").glob("*.json")) and not (tmp_path / "episodes").exists()
+    finally:
+        trainer.stop()

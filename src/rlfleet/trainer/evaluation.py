@@ -24,12 +24,20 @@ def evaluation_worker_config(config: dict, overrides: Optional[dict] = None) -> 
     and `overrides`, validated, then always whole episodes with the weights they are given.
 
     Raises:
-        ValueError: `evaluation_config.in_evaluation` is False.
+        ValueError: `evaluation_config.in_evaluation` is False; `evaluation_config.output` sets
+            a writer of its own (evaluation episodes are not recorded).
     """
     extra = merge_dicts(copy.deepcopy(config["evaluation_config"] or {}), overrides or {})
     if extra.get("in_evaluation") is False:
         raise ValueError("`evaluation_config.in_evaluation` cannot be False: evaluation workers always run "
                          "with in_evaluation=True")
+    if extra.get("output") is not None and extra.get("output") != config.get("output"):
+        # Evaluation keeps only the episodes' metrics (every sampler's sample_episodes drops
+        # their rows), so a writer there would write nothing: refused rather than ignored.
+        raise ValueError(f"`evaluation_config.output`: {extra['output']!r}: rlfleet's evaluation workers do not "
+                         "record their episodes; record a trained policy with `output` at the top level "
+                         "(restore it and train a few iterations, as examples/rllib2/offline_bc.py does), and "
+                         "remove `output` from evaluation_config")
     eval_config = merge_dicts(config, extra)
     validate_config(eval_config)
     # No background sampling thread: an episode must run with the weights it was given.
