@@ -10,6 +10,10 @@ One class serves every algorithm (``PPOConfig`` is ``config_class("PPO")``): eac
 
 The builder holds only what was set (rlfleet's key names); the declared keys stay the one
 source of truth for defaults and checks, which run when the builder validates or builds.
+
+It never imports or calls Ray: it only looks in ``sys.modules`` for an imported Ray Tune, to
+hand itself to the Tune adapter (``_link_tune``), which is why tests/architecture lists it
+among the modules that name Ray.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from rlfleet.policy.model_inputs import model_inputs
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 
 
-# RLlib 2.x's column names (`ray.rllib.core.columns.Columns.STATE_IN` / `STATE_OUT`).
+# RLlib 2.x's column names (its `Columns.STATE_IN` / `Columns.STATE_OUT`).
 STATE_IN = "state_in"
 STATE_OUT = "state_out"
 
