@@ -391,4 +391,5 @@ def run_experiments(experiments: Dict[str, Dict[str, Any]], *, verbose: int = 1)
 
 
 __all__ = ["TUNE_INSTALL_HINT", "accept_builders", "find_search_space", "import_tune", "register",
-           "resolve_search_spaces", "route_algorithm_name", "run_experiments", "trainable", "tune_available", "tune_name"]
+           "resolve_search_spaces", "route_algorithm_name", "run_experiments", "trainable", "tune_available",
+           "tune_name"]

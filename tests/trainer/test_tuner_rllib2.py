@@ -190,3 +190,22 @@ def test_a_builder_made_before_ray_tune_is_imported_is_linked_on_its_next_call()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_tune_run_with_the_algorithm_name_and_a_builder_runs_rlfleet(ray_session, tmp_path):
+    """`tune.run("PPO", config=PPOConfig()...)` (Ray's older entry point) routes the name too."""
+    import sys
+
+    from ray import tune
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    try:
+        analysis = tune.run("PPO", config=tiny_ppo_config(1e-3), stop={"training_iteration": 1},
+                            storage_path=str(tmp_path), verbose=0)
+        (trial,) = analysis.trials
+        assert trial.status == "TERMINATED" and trial.last_result["training_iteration"] == 1
+        assert trial.last_result["env_runners"]["episode_return_mean"] == trial.last_result["episode_reward_mean"]
+        assert trial.get_trainable_cls().__name__ == "rlfleet.PPO"
+    finally:
+        _global_registry.unregister(TRAINABLE_CLASS, "PPO")
+    assert not any(name.startswith("ray.rllib") for name in sys.modules)
