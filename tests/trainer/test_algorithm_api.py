@@ -12,6 +12,7 @@ import torch
 
 import rlfleet
 from rlfleet.algorithms.ppo import PPOTrainer
+from tests.offline_helpers import write_scripted_cartpole
 
 TINY_PPO = {"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 200, "sgd_minibatch_size": 64,
             "num_sgd_iter": 1, "rollout_fragment_length": 200, "model": {"fcnet_hiddens": [16]}, "seed": 0}
@@ -168,29 +169,52 @@ def _feed_forward_module_is_stateful(trainer, tmp_path):
         ff.stop()
 
 
-def test_an_output_in_evaluation_config_is_refused_not_ignored(tmp_path):
-    """2.x records evaluation episodes with `evaluation_config={"output": ...}`; rlfleet's
-    evaluation keeps only metrics, so the writer would write nothing: refused with the fix,
-    when the evaluation workers are made (at build with evaluation_interval, else at evaluate())."""
-    from rlfleet.algorithms.ppo import PPOConfig
+def test_evaluate_records_its_episodes_with_an_evaluation_config_output(tmp_path):
+    """2.x's old stack records a trained policy with `evaluation_config={"output": ...}`: the
+    episodes evaluate() runs are written, whole and greedy; the top-level `output` keeps
+    recording the training samples only."""
+    import json
 
-    config = (PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0)
-              .training(train_batch_size=200, minibatch_size=64, num_epochs=1)
-              .evaluation(evaluation_config=PPOConfig.overrides(output=str(tmp_path / "episodes"))))
-    with pytest.raises(ValueError, match="evaluation_config.output.*do not record.*output` at the top level"):
-        config.copy().evaluation(evaluation_interval=1).build(logdir=str(tmp_path / "a"))
-    trainer = config.build(logdir=str(tmp_path / "b"))
-    try:
-        with pytest.raises(ValueError, match="evaluation_config.output"):
-            trainer.evaluate()
-    finally:
-        trainer.stop()
-    # The top-level output, inherited by the evaluation workers, records training samples as before.
-    trainer = config.copy().evaluation(evaluation_config={}).offline_data(output=str(tmp_path / "train")).build(
-        logdir=str(tmp_path / "c"))
+    from rlfleet.algorithms.ppo import PPOConfig
+    from rlfleet.offline.readers import JsonReader
+    from rlfleet.policy.sample_batch import SampleBatch
+
+    episodes_dir, train_dir = tmp_path / "episodes", tmp_path / "train"
+    config = (PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0, rollout_fragment_length=100)
+              .training(train_batch_size=200, minibatch_size=64, num_epochs=1, model={"fcnet_hiddens": [16]})
+              .evaluation(evaluation_duration=3, evaluation_duration_unit="episodes",
+                          evaluation_config=PPOConfig.overrides(output=str(episodes_dir), explore=False))
+              .offline_data(output=str(train_dir)).debugging(seed=0))
+
+    def lines(folder):
+        return sum(len(path.read_text().splitlines()) for path in folder.glob("*.json"))
+
+    trainer = config.build(logdir=str(tmp_path / "run"))
     try:
         trainer.train()
-        assert trainer.evaluate()["evaluation"]["episodes_this_iter"] > 0
-        assert list((tmp_path / "train").glob("*.json")) and not (tmp_path / "episodes").exists()
+        trained_lines = lines(train_dir)
+        assert trained_lines > 0 and not episodes_dir.exists()  # training samples go to the top-level output
+        evaluation = trainer.evaluate()["evaluation"]
+        episodes = evaluation["episodes_this_iter"]
+        assert episodes >= 3 and lines(train_dir) == trained_lines
+        reader = JsonReader(str(episodes_dir))
+        batch = SampleBatch.concat_samples([reader.next() for _ in range(lines(episodes_dir))])
+        assert len(set(batch[SampleBatch.EPS_ID].tolist())) == episodes
+        assert batch[SampleBatch.REWARDS].sum() == pytest.approx(evaluation["episode_reward_mean"] * episodes)
+        ends = batch[SampleBatch.TERMINATEDS] | batch[SampleBatch.TRUNCATEDS]
+        assert ends.sum() == episodes and ends[-1]  # whole episodes only
+        for obs, action in list(zip(batch[SampleBatch.OBS], batch[SampleBatch.ACTIONS]))[:20]:
+            assert trainer.compute_single_action(obs, explore=False) == action  # explore=False applied
+        json.loads((next(episodes_dir.glob("*.json"))).read_text().splitlines()[0])  # RLlib's JSON lines
     finally:
         trainer.stop()
+
+
+def test_an_evaluation_output_with_an_offline_input_names_the_fix(tmp_path):
+    from rlfleet.algorithms.bc import BCConfig
+
+    write_scripted_cartpole(str(tmp_path / "data"), 50)
+    config = (BCConfig().environment("CartPole-v1").offline_data(input_=str(tmp_path / "data"))
+              .evaluation(evaluation_interval=1, evaluation_config=BCConfig.overrides(output=str(tmp_path / "out"))))
+    with pytest.raises(ValueError, match="evaluation_config.output.*add input_='sampler' to evaluation_config"):
+        config.build(logdir=str(tmp_path / "run"))
