@@ -1,6 +1,6 @@
 """Behavior cloning from a recorded dataset, written as RLlib 2.x's docs write it: train a PPO
-expert on CartPole-v1, record its episodes with `.offline_data(output=...)`, clone it with
-`BCConfig().offline_data(input_=...)`, and evaluate the clone in the env.
+expert on CartPole-v1, record the episodes its evaluation runs (`evaluation_config` with
+`output`), clone it with `BCConfig().offline_data(input_=...)`, and evaluate the clone in the env.
 
 Lines that differ from the RLlib 2.x version, and why:
 - `from ray.rllib.algorithms.ppo import PPOConfig` -> `from rlfleet.algorithms.ppo import PPOConfig`,
@@ -10,10 +10,11 @@ Lines that differ from the RLlib 2.x version, and why:
   `.rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64]))`, and rlfleet has no RLModule.
 - Recording: 2.x's new stack writes Parquet through Ray Data and takes
   `.offline_data(output=..., output_write_episodes=False)`; rlfleet writes RLlib's JSON lines
-  (one SampleBatch a line, as 2.x's old stack does), so the `output_write_episodes` keyword goes.
-- What is recorded: 2.x's new-stack docs restore the expert and record `algo.evaluate()`'s
-  episodes; rlfleet records what a worker samples for training (as 2.x's old stack and
-  RLlib 1.x do), so the expert is restored and recorded while it trains a few more iterations.
+  (one SampleBatch a line, as 2.x's old stack does), and, as 2.x's old stack, records what
+  evaluation runs when `evaluation_config` sets `output` (the top-level `output` records the
+  training samples): so the restored expert's `algo.evaluate()` episodes are recorded with
+  `evaluation_config=PPOConfig.overrides(output=data_path)` (exploring, as evaluation does by
+  default: the clone then also sees the states a slip leads to).
 - Reading: 2.x's new stack adds `input_read_method="read_parquet"` and
   `dataset_num_iters_per_learner=...` (Ray Data); rlfleet reads the folder's JSON files itself,
   so `.offline_data(input_=[data_path])` alone.
@@ -23,9 +24,10 @@ Lines that differ from the RLlib 2.x version, and why:
 - The clone's training return is not measured (nothing runs in the env while BC trains): the
   loop reads `result["evaluation"]["env_runners"]["episode_return_mean"]`.
 
-At its defaults (seeds 0, 1, 2) the expert reaches ~405, its recorded 10k steps return 500,
-and the clone's greedy evaluation passes 400 after 24-34 BC iterations (445, 459, 477), in
-11-12 s on 2 shared cores.
+At its defaults (seeds 0, 1, 2) the expert reaches ~405, its 21-24 recorded episodes return
+359, 500 and 500, and the clone's greedy evaluation passes 400 after 44, 24 and 28 BC
+iterations (414, 487, 442), in 17-22 s on 2 shared cores. Recorded greedily
+(`explore=False`) the clone needed 78, 46 and 47.
 
     python examples/rllib2/offline_bc.py --stop-reward 400
 """
@@ -40,7 +42,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--stop-iters", type=int, default=100, help="BC iterations at most")
 parser.add_argument("--stop-timesteps", type=int, default=200000, help="PPO expert's env steps at most")
 parser.add_argument("--stop-reward", type=float, default=400.0, help="return the expert and the clone aim for")
-parser.add_argument("--record-iters", type=int, default=5, help="expert iterations recorded (2048 steps each)")
+parser.add_argument("--record-episodes", type=int, default=20, help="expert episodes recorded")
 parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
@@ -63,18 +65,21 @@ while True:
             or result["num_env_steps_sampled_lifetime"] >= args.stop_timesteps):
         break
 print(f"Expert: env_runners/episode_return_mean={result['env_runners']['episode_return_mean']:.1f}")
-steps_before = result["num_env_steps_sampled_lifetime"]
 algo.save_to_path(checkpoint_path)
 algo.stop()
 
-# --- 2. record the expert: its samples while it trains on a few more iterations -----------
-record_config = ppo_config.copy().offline_data(output=data_path)
+# --- 2. record the expert: the episodes its evaluation runs ------------------------------
+record_config = ppo_config.copy().evaluation(
+    evaluation_duration=args.record_episodes,
+    evaluation_duration_unit="episodes",
+    evaluation_config=PPOConfig.overrides(output=data_path),
+)
 algo = record_config.build()
 algo.restore_from_path(checkpoint_path)
-for _ in range(args.record_iters):
-    result = algo.train()
-print(f"Recorded {result['num_env_steps_sampled_lifetime'] - steps_before} env steps, "
-      f"episode_return_mean={result['env_runners']['episode_return_mean']:.1f}, into {data_path}")
+eval_results = algo.evaluate()
+print(f"Recorded {eval_results['evaluation']['env_runners']['num_episodes']} episodes, "
+      f"episode_return_mean={eval_results['evaluation']['env_runners']['episode_return_mean']:.1f}, "
+      f"into {data_path}")
 algo.stop()
 
 # --- 3. clone it with BC and evaluate the clone in the env -------------------------------

@@ -5,11 +5,10 @@ Lines that differ from the RLlib 2.x version, and why:
 - `from ray.rllib.algorithms.ppo import PPOConfig` -> `from rlfleet.algorithms.ppo import PPOConfig`
   and `from ray.rllib.algorithms.algorithm import Algorithm` -> `from rlfleet import Algorithm`
   (left as they were, the script trains RLlib itself: Ray ships RLlib).
-- `tune.Tuner("PPO", ...)` -> `tune.Tuner(config.algo_class, ...)`: in Ray's registry "PPO" is
-  RLlib's own PPO. `config.algo_class` is rlfleet's PPO as a Tune trainable (RLlib 2.x scripts
-  write that spelling too); "rlfleet.PPO" works as well, after `rlfleet.tune.register()`.
-Nothing else: the builder calls, `tune.grid_search` inside them, the 2.x stop and metric keys
-(`env_runners/episode_return_mean`, `num_env_steps_sampled_lifetime`), `get_best_result` and
+Nothing else: `tune.Tuner("PPO", param_space=config, ...)` runs rlfleet's PPO, since the
+config is rlfleet's (`config.algo_class` works too); the builder calls, `tune.grid_search`
+inside them, the 2.x stop and metric keys (`env_runners/episode_return_mean`,
+`num_env_steps_sampled_lifetime`), `get_best_result` and
 `Algorithm.from_checkpoint(best_result.checkpoint)` are 2.x's. The `--stop-*` flags follow
 RLlib's example scripts (`add_rllib_example_script_args`), spelt out with argparse.
 
@@ -50,7 +49,7 @@ stop = {
 }
 
 tuner = tune.Tuner(
-    config.algo_class,
+    "PPO",
     param_space=config,
     run_config=tune.RunConfig(
         stop=stop,

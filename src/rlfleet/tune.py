@@ -7,16 +7,19 @@
     tune.run("rlfleet.PPO", config={"env": "CartPole-v1", "lr": tune.grid_search([1e-3, 3e-4])},
              stop={"training_iteration": 10}, storage_path="~/rlfleet_results")
 
-Ray 2.x's `Tuner` takes the same trainables, and rlfleet's builders as `param_space`:
+Ray 2.x's `Tuner` takes the same trainables, and rlfleet's builders as `param_space`, with
+the algorithm's name as RLlib 2.x's docs write it:
 
     config = PPOConfig().environment("CartPole-v1").training(lr=tune.grid_search([1e-3, 3e-4]))
-    tuner = tune.Tuner(config.algo_class, param_space=config,      # or "rlfleet.PPO" after register()
+    tuner = tune.Tuner("PPO", param_space=config,         # or config.algo_class, or "rlfleet.PPO"
                        run_config=tune.RunConfig(stop={"env_runners/episode_return_mean": 150}))
     best = tuner.fit().get_best_result(metric="env_runners/episode_return_mean", mode="max")
     algo = Algorithm.from_checkpoint(best.checkpoint)
 
-A bare `"PPO"` there is Ray's name of RLlib's own PPO: pass `config.algo_class` or
-"rlfleet.PPO" instead (rlfleet never registers under RLlib's names).
+Given with an rlfleet builder, "PPO" is rlfleet's PPO: the builder registers rlfleet's trainable
+under that name in Tune's registry when Tuner converts it (`route_algorithm_name`), before Ray
+looks the name up (so Ray never imports RLlib to find its own). With a plain dict
+`param_space`, pass `config.algo_class` or "rlfleet.PPO" (after `register()`).
 
 In RLlib 1.x the `Trainer` *is* a Tune `Trainable`; here it is standalone (so that
 `import rlfleet` imports neither Ray nor Tune) and `trainable(...)` wraps it:
@@ -111,14 +114,17 @@ def _trainer_class(algo: Union[str, type]) -> type:
                     f"got {algo!r}")
 
 
-def _accept_builders() -> None:
-    """Lets `tune.Tuner(..., param_space=PPOConfig()...)` take rlfleet's builders.
+def accept_builders() -> None:
+    """Lets `tune.Tuner(..., param_space=PPOConfig()...)` (and `tune.run(..., config=...)`) take
+    rlfleet's builders, and routes an algorithm's name given with one to rlfleet's trainable.
 
     Tuner turns a `param_space` into a dict with `to_dict()` only for instances of
     `ray.tune.tune._Config` (the ABC RLlib's AlgorithmConfig derives from; see
     `TunerInternal.param_space` in ray/tune/impl/tuner_internal.py). Registering the builder
-    as a virtual subclass keeps the builder itself free of Ray. Where a Ray release lacks
-    that ABC, `param_space=config.to_dict()` is what to pass.
+    as a virtual subclass keeps the builder itself free of Ray. The builder calls this when it
+    is made or changed in a process that has imported `ray.tune` (a 2.x script imports it
+    first); `trainable()` calls it too. Where a Ray release lacks that ABC,
+    `param_space=config.to_dict()` with `config.algo_class` is what to pass.
     """
     try:
         from ray.tune.tune import _Config
@@ -127,37 +133,56 @@ def _accept_builders() -> None:
     from rlfleet.config.builder import TO_DICT_CHECKS, AlgorithmConfig
 
     _Config.register(AlgorithmConfig)
-    if refuse_rllib_trainable not in TO_DICT_CHECKS:
-        TO_DICT_CHECKS.append(refuse_rllib_trainable)
+    if route_algorithm_name not in TO_DICT_CHECKS:
+        TO_DICT_CHECKS.append(route_algorithm_name)
 
 
-def refuse_rllib_trainable(caller: Any) -> None:
-    """Raises when Ray's `Tuner` is converting an rlfleet builder for a trainable name that
-    resolves to RLlib's own algorithm (`tune.Tuner("PPO", param_space=PPOConfig()...)`, the
-    one line a 2.x script must change): that run would train RLlib, not rlfleet.
+# Where Ray calls `to_dict()` on a `_Config` before it resolves the trainable's name: the
+# frame's function, and the local holding the trainable (TunerInternal's `self._trainable`,
+# tune.run's `run_or_experiment`).
+_TO_DICT_CALLERS = {("ray.tune.impl.tuner_internal", "param_space"): "self",
+                    ("ray.tune.tune", "run"): "run_or_experiment"}
 
-    Called by the builder's `to_dict()` with its caller's frame (installed with the builder's
-    `_Config` registration, which is what lets Tuner take a builder at all). Tuner calls
-    `to_dict()` from its `param_space` setter, after it has resolved the trainable (Ray's name
-    lookup has already registered RLlib's algorithms; nothing here imports `ray.rllib`). Any
-    other caller, or a Ray release whose Tuner differs, passes through unchecked.
+
+def _trainable_name(caller: Any) -> Any:
+    local = _TO_DICT_CALLERS.get((caller.f_globals.get("__name__"), caller.f_code.co_name))
+    value = caller.f_locals.get(local) if local else None
+    if local == "self":
+        from ray.tune.impl.tuner_internal import TunerInternal
+
+        return value.trainable if isinstance(value, TunerInternal) else None
+    return value
+
+
+def route_algorithm_name(builder: Any, caller: Any) -> None:
+    """Makes `tune.Tuner("PPO", param_space=PPOConfig()...)`, the line as RLlib 2.x's docs
+    write it, run rlfleet's PPO: registers rlfleet's trainable in Tune's registry under the
+    name given ("PPO", or "rlfleet.PPO").
+
+    Called by the builder's `to_dict()` with its caller's frame. Tuner and tune.run call
+    `to_dict()` on their config before they look the trainable's name up (at `fit()` /
+    inside `run`), so Ray's lookup finds rlfleet's class, and never imports RLlib to find
+    its own. Only a name given with an rlfleet builder is routed: a dict `param_space` says
+    nothing about whose algorithm it is (pass `config.algo_class` or "rlfleet.PPO" with one).
+    A name rlfleet does not have (a trainable of the user's own) passes through, as does
+    any other caller of `to_dict()`.
 
     Raises:
-        ValueError: naming the trainable and what to pass instead.
+        ValueError: the name is another rlfleet algorithm than the builder's.
     """
-    tuner = caller.f_locals.get("self") if caller.f_code.co_name == "param_space" else None
-    name = getattr(tuner, "_trainable", None)
+    from rlfleet.registry import list_algorithms
+
+    name = _trainable_name(caller)
     if not isinstance(name, str):
         return
-    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
-
-    if not _global_registry.contains(TRAINABLE_CLASS, name):
+    algo = name[len(PREFIX):] if name.startswith(PREFIX) else name
+    if algo not in list_algorithms():
         return
-    module = getattr(_global_registry.get(TRAINABLE_CLASS, name), "__module__", "") or ""
-    if module.startswith("ray.rllib"):
-        raise ValueError(f"tune.Tuner({name!r}, param_space=<an rlfleet config>): {name!r} is Ray's name of "
-                         f"RLlib's own algorithm ({module}), which would train RLlib, not rlfleet; pass "
-                         f"config.algo_class, or {tune_name(name)!r} after rlfleet.tune.register()")
+    if algo != builder.algo_name:
+        raise ValueError(f"{name!r} was given with a {type(builder).__name__} ({builder.algo_name}'s config): "
+                         f"pass {builder.algo_name!r} as the trainable, or build the config with "
+                         f"{algo}'s builder")
+    import_tune().register_trainable(name, trainable(algo))
 
 
 def placement_group_factory(request: ResourceRequest) -> Any:
@@ -186,7 +211,7 @@ def trainable(algo: Union[str, type]) -> type:
     from rlfleet.rollout.name_registries import NameRegistries
 
     trainer_cls = _trainer_class(algo)
-    _accept_builders()
+    accept_builders()
     # Tune ships this class to its trial actors by value: the registered names (envs, custom
     # models, action distributions, preprocessors) go with it.
     names = NameRegistries.capture()
@@ -365,5 +390,6 @@ def run_experiments(experiments: Dict[str, Dict[str, Any]], *, verbose: int = 1)
     return tune.run_experiments(specs, verbose=verbose)
 
 
-__all__ = ["TUNE_INSTALL_HINT", "find_search_space", "import_tune", "register", "resolve_search_spaces",
-           "run_experiments", "trainable", "tune_available", "tune_name"]
+__all__ = ["TUNE_INSTALL_HINT", "accept_builders", "find_search_space", "import_tune", "register",
+           "resolve_search_spaces", "route_algorithm_name", "run_experiments", "trainable", "tune_available",
+           "tune_name"]

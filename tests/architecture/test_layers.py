@@ -179,6 +179,7 @@ RAY_MODULES = {
     "rlfleet/rollout/worker_calls.py", "rlfleet/rollout/placement.py", "rlfleet/rollout/remote_vector_env.py",
     "rlfleet/tune.py", "rlfleet/utils/ray_utils.py",
     "rlfleet/algorithms/evolution/worker_pool.py",  # ES / ARS perturbation workers (see its docstring)
+    "rlfleet/config/builder.py",  # only looks in sys.modules for an imported Ray Tune (see its docstring)
 }
 
 

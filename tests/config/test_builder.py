@@ -213,3 +213,75 @@ def test_rl_module_model_config_sets_the_model_dict_and_an_rl_module_spec_is_ref
         PPOConfig().rl_module(rl_module_spec=object())
     with pytest.raises(ValueError, match="PolicySpec"):
         PPOConfig().rl_module(algorithm_config_overrides_per_module={"p0": {"lr": 1e-3}})
+
+
+@pytest.mark.parametrize("algo", ALGORITHMS)
+def test_every_declared_key_and_2x_name_reads_as_an_attribute(algo):
+    """A 2.x script reads `config.lr`, `config.num_env_runners`, `config.minibatch_size`: every
+    declared top-level key, every 2.x name and every builder keyword reads the default the
+    trainer would get."""
+    builder = config_class(algo)()
+    defaults = get_trainer_class(algo)._default_config
+    names = builder.attribute_names()
+    methods = set(dir(AlgorithmConfig))  # `callbacks` and `framework` are methods: callbacks_class, framework_str
+    assert set(defaults) - methods <= set(names) and set(RLLIB2_NAMES) <= set(names)
+    assert {kw for method in BUILDER_METHODS for kw in builder.keywords(method)} - methods <= set(names)
+    assert names["callbacks_class"] == "callbacks" and names["framework_str"] == "framework"
+    for name, path in names.items():
+        if path is None or path.split(".")[0] not in defaults:
+            with pytest.raises(AttributeError, match=name):
+                getattr(builder, name)
+            continue
+        expected = defaults[path.split(".")[0]]
+        for part in path.split(".")[1:]:
+            expected = expected[part]
+        assert getattr(builder, name) == expected, (algo, name, path)
+
+
+def test_attributes_read_what_was_set_and_an_unknown_name_says_did_you_mean():
+    from rlfleet.algorithms.ppo import PPOConfig
+
+    config = (PPOConfig().environment("CartPole-v1", env_config={"a": 1})
+              .env_runners(num_env_runners=2, num_envs_per_env_runner=4)
+              .training(lr=1e-3, train_batch_size=512, minibatch_size=64, num_epochs=3, lambda_=0.9,
+                        model={"fcnet_hiddens": [8]})
+              .evaluation(evaluation_num_env_runners=1).offline_data(input_="sampler"))
+    assert (config.lr, config.train_batch_size, config.env, config.env_config) == (1e-3, 512, "CartPole-v1", {"a": 1})
+    assert config.num_env_runners == config.num_workers == config.num_rollout_workers == 2
+    assert config.num_envs_per_env_runner == config.num_envs_per_worker == 4
+    assert (config.minibatch_size, config.sgd_minibatch_size, config.num_epochs, config.num_sgd_iter) == (64, 64, 3, 3)
+    assert (config.lambda_, config.evaluation_num_env_runners, config.input_) == (0.9, 1, "sampler")
+    # A dict key reads as the trainer merges it: the default dict updated with what was set.
+    model = config.model
+    assert model["fcnet_hiddens"] == [8] and model["fcnet_activation"] == PPOConfig().model["fcnet_activation"]
+    model["fcnet_hiddens"].append(1)  # a copy: the builder is unchanged
+    assert config.to_dict()["model"] == {"fcnet_hiddens": [8]}
+    for name, suggestion in [("lrr", "'lr'"), ("num_env_runner", "'num_env_runners'"),
+                             ("minibatchsize", "'minibatch_size'")]:
+        with pytest.raises(AttributeError, match=f"no attribute or setting '{name}'; did you mean {suggestion}"):
+            getattr(config, name)
+    with pytest.raises(AttributeError, match="num_sgd_iter', which DQN does not have"):
+        rlfleet.DQNConfig().num_epochs
+    assert not hasattr(config, "no_such_setting")
+    assert pickle.loads(pickle.dumps(config)).lr == 1e-3 and config.copy().num_env_runners == 2
+
+
+def test_2x_names_in_a_policy_specs_config_overlay_set_the_1x_keys(tmp_path):
+    from rlfleet.algorithms.ppo import PPOConfig
+    from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
+    from rlfleet.policy.policy_spec import PolicySpec
+
+    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+              .env_runners(num_env_runners=0, rollout_fragment_length=64)
+              .training(train_batch_size=128, minibatch_size=64, num_epochs=1, model={"fcnet_hiddens": [8]})
+              .multi_agent(policies={"p0": PolicySpec(config={"num_epochs": 3, "minibatch_size": 32}),
+                                     "p1": (None, None, None, PPOConfig.overrides(lambda_=0.5))},
+                           policy_mapping_fn=lambda agent_id, episode, **kwargs: f"p{agent_id}"))
+    trainer = config.build(logdir=str(tmp_path))
+    try:
+        p0, p1 = trainer.get_policy("p0").config, trainer.get_policy("p1").config
+        assert (p0["num_sgd_iter"], p0["sgd_minibatch_size"], p1["num_sgd_iter"]) == (3, 32, 1)
+        assert p1["lambda"] == 0.5 and "num_epochs" not in p0 and "minibatch_size" not in p0
+        trainer.train()
+    finally:
+        trainer.stop()

@@ -98,3 +98,30 @@ def test_the_config_reference_lists_every_2x_name():
     text = C.describe_keys()
     for name in RLLIB2_NAMES:
         assert f"| `{name}` |" in text
+
+
+def test_2x_names_in_policy_overlays_are_renamed_and_checked_like_the_top_levels():
+    from rlfleet.policy.policy_spec import PolicySpec
+
+    class OwnPolicy:  # a policy of its own class: its overlay is renamed, not checked
+        pass
+
+    user = {"multiagent": {"policies": {
+        "spec": PolicySpec(config={"num_epochs": 4}),
+        "tuple": (None, None, None, {"minibatch_size": 16}),
+        "list": [None, None, None, {"num_envs_per_env_runner": 2}],
+        "own": PolicySpec(OwnPolicy, config={"num_epochs": 5, "own_key": 1}),
+        "bare": None}}}
+    merged = C.merge_configs(PPO_DEFAULTS, user)
+    policies = merged["multiagent"]["policies"]
+    assert policies["spec"].config == {"num_sgd_iter": 4} and isinstance(policies["spec"], PolicySpec)
+    assert policies["tuple"] == (None, None, None, {"sgd_minibatch_size": 16})
+    assert policies["list"] == [None, None, None, {"num_envs_per_worker": 2}]
+    assert policies["own"].config == {"num_sgd_iter": 5, "own_key": 1} and policies["bare"] is None
+    assert user["multiagent"]["policies"]["spec"].config == {"num_epochs": 4}  # the user's config is unchanged
+    dqn = get_trainer_class("DQN")._default_config
+    with pytest.raises(ValueError, match="'multiagent.policies.p0.config.num_epochs': it is RLlib 2.x's name of "
+                                         "'num_sgd_iter', which this algorithm does not have"):
+        C.merge_configs(dqn, {"multiagent": {"policies": {"p0": PolicySpec(config={"num_epochs": 2})}}})
+    with pytest.raises(ValueError, match="'multiagent.policies.p0.config.num_learners': 2 cannot be honoured"):
+        C.merge_configs(PPO_DEFAULTS, {"multiagent": {"policies": {"p0": PolicySpec(config={"num_learners": 2})}}})

@@ -1,7 +1,8 @@
 """Ray 2.x's `tune.Tuner` runs rlfleet trials as a 2.x script writes them: a `PPOConfig`
-builder (search spaces inside its values) as `param_space`, `config.algo_class` or
-"rlfleet.PPO" as the trainable, `stop` on RLlib 2.x's result names, and the best result's
-Tune `Checkpoint` loaded with `Algorithm.from_checkpoint`. Budgets are tiny (CartPole, one
+builder (search spaces inside its values) as `param_space`, "PPO" (as 2.x's docs write it),
+`config.algo_class` or "rlfleet.PPO" as the trainable, `stop` on RLlib 2.x's result names, and
+the best result's Tune `Checkpoint` loaded with `Algorithm.from_checkpoint` and
+`restore_from_path`. Budgets are tiny (CartPole, one
 200-step batch an iteration, no remote workers, one trial at a time)."""
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_tuner_grid_search_over_a_builder(ray_session, tmp_path):
 
     config = tiny_ppo_config(tune.grid_search([1e-3, 3e-4]))
     tuner = tune.Tuner(
-        config.algo_class, param_space=config,
+        "PPO", param_space=config,  # the 2.x line: rlfleet's PPO, since the config is rlfleet's
         tune_config=tune.TuneConfig(max_concurrent_trials=1),
         run_config=tune.RunConfig(stop={"training_iteration": 2}, storage_path=str(tmp_path), verbose=0,
                                   checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)))
@@ -105,6 +106,11 @@ def test_tuner_grid_search_over_a_builder(ray_session, tmp_path):
             assert all(np.array_equal(trained[k], again_weights[k]) for k in trained)
         finally:
             again.stop()
+        # 2.x's restore_from_path takes the Tune Checkpoint too, into a trainer built anew.
+        fresh.restore_from_path(best.checkpoint)
+        assert fresh.iteration == 2
+        fresh_weights = fresh.get_policy().get_weights()
+        assert all(np.array_equal(trained[k], fresh_weights[k]) for k in trained)
     finally:
         algo.stop()
         fresh.stop()
@@ -130,11 +136,14 @@ def test_tuner_with_a_2x_dict_stops_on_a_2x_key(ray_session, tmp_path):
     assert result.metrics["env_runners"]["episode_return_mean"] >= 5
 
 
-def test_tuner_refuses_an_rllib_name_with_an_rlfleet_builder():
-    """`tune.Tuner("PPO", param_space=<rlfleet PPOConfig>)` would run RLlib's own PPO. A stand-in
-    for RLlib's class (its module is all the check reads) keeps ray.rllib unimported."""
+def test_the_algorithm_name_given_with_a_builder_is_rlfleets_trainable():
+    """`tune.Tuner("PPO", param_space=<rlfleet PPOConfig>)` registers rlfleet's PPO under "PPO"
+    before Ray looks the name up, even where RLlib's class holds the name (a stand-in for it
+    keeps ray.rllib unimported), so Ray never imports RLlib to find its own."""
+    import sys
+
     from ray import tune
-    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry, get_trainable_cls
 
     class FakeRLlibPPO(tune.Trainable):
         __module__ = "ray.rllib.algorithms.ppo.ppo"
@@ -143,11 +152,60 @@ def test_tuner_refuses_an_rllib_name_with_an_rlfleet_builder():
             return {}
 
     config = tiny_ppo_config(1e-3)
-    assert config.algo_class.__name__ == "rlfleet.PPO"  # makes the builder a Tune param_space
+    tune.register_trainable("PPO", FakeRLlibPPO)
+    try:
+        tune.Tuner("PPO", param_space=config)  # builds no trial: Ray resolves the name at fit()
+        found = get_trainable_cls("PPO")
+        assert found.__name__ == "rlfleet.PPO" and found._trainer_class.__name__ == "PPOTrainer"
+        with pytest.raises(ValueError, match="'DQN' was given with a PPOConfig .*pass 'PPO'"):
+            tune.Tuner("DQN", param_space=config)
+        assert not _global_registry.contains(TRAINABLE_CLASS, "DQN")
+    finally:
+        _global_registry.unregister(TRAINABLE_CLASS, "PPO")
+    # A trainable of the user's own keeps its name; a call from anywhere else routes nothing.
     tune.register_trainable("FakeRLlibPPO", FakeRLlibPPO)
     try:
-        with pytest.raises(ValueError, match="RLlib's own algorithm .*config.algo_class.*'rlfleet.FakeRLlibPPO'"):
-            tune.Tuner("FakeRLlibPPO", param_space=config)
+        tune.Tuner("FakeRLlibPPO", param_space=config)
+        assert get_trainable_cls("FakeRLlibPPO") is FakeRLlibPPO
     finally:
         _global_registry.unregister(TRAINABLE_CLASS, "FakeRLlibPPO")
-    assert config.to_dict()["lr"] == 1e-3  # a call from anywhere else is not checked
+    assert config.to_dict()["lr"] == 1e-3 and not _global_registry.contains(TRAINABLE_CLASS, "PPO")
+    assert not any(name.startswith("ray.rllib") for name in sys.modules)
+
+
+def test_a_builder_made_before_ray_tune_is_imported_is_linked_on_its_next_call():
+    """The builder becomes a Tune config when it is made or changed after `ray.tune` is
+    imported; `import rlfleet` and a builder never import Ray themselves (a fresh process)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+    code = ("import sys; from rlfleet.algorithms.ppo import PPOConfig; c = PPOConfig().training(lr=1e-3); "
+            "assert 'ray' not in sys.modules, 'ray imported'; from ray.tune.tune import _Config; "
+            "assert not isinstance(c, _Config); c.environment('CartPole-v1'); assert isinstance(c, _Config); "
+            "assert c.lr == 1e-3; print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_tune_run_with_the_algorithm_name_and_a_builder_runs_rlfleet(ray_session, tmp_path):
+    """`tune.run("PPO", config=PPOConfig()...)` (Ray's older entry point) routes the name too."""
+    import sys
+
+    from ray import tune
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    try:
+        analysis = tune.run("PPO", config=tiny_ppo_config(1e-3), stop={"training_iteration": 1},
+                            storage_path=str(tmp_path), verbose=0)
+        (trial,) = analysis.trials
+        assert trial.status == "TERMINATED" and trial.last_result["training_iteration"] == 1
+        assert trial.last_result["env_runners"]["episode_return_mean"] == trial.last_result["episode_reward_mean"]
+        assert trial.get_trainable_cls().__name__ == "rlfleet.PPO"
+    finally:
+        _global_registry.unregister(TRAINABLE_CLASS, "PPO")
+    assert not any(name.startswith("ray.rllib") for name in sys.modules)

@@ -85,10 +85,11 @@ def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints
     return path
 
 
-def restore_trainer(trainer, path: str, checkpoint: Optional[Checkpoint] = None) -> None:
-    """Reads, verifies and applies (`trainer.set_state`) the checkpoint at `path`; see
+def restore_trainer(trainer, path: Any, checkpoint: Optional[Checkpoint] = None) -> None:
+    """Reads, verifies and applies (`trainer.set_state`) the checkpoint at `path` (a folder, or
+    a folder or Ray Tune `Checkpoint` holding one, as `trainer_from_checkpoint` takes); see
     `Trainer.restore`. Nothing changes when the checkpoint is damaged or does not fit."""
-    ck = checkpoint or read_checkpoint(path)
+    ck = checkpoint or read_checkpoint(checkpoint_folder(path))
     try:
         trainer.set_state(trainer_state(ck))
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:

@@ -10,6 +10,10 @@ One class serves every algorithm (``PPOConfig`` is ``config_class("PPO")``): eac
 
 The builder holds only what was set (rlfleet's key names); the declared keys stay the one
 source of truth for defaults and checks, which run when the builder validates or builds.
+
+It never imports or calls Ray: it only looks in ``sys.modules`` for an imported Ray Tune, to
+hand itself to the Tune adapter (``_link_tune``), which is why tests/architecture lists it
+among the modules that name Ray.
 """
 from __future__ import annotations
 
@@ -26,11 +30,11 @@ from rlfleet.config.merge import merge_configs
 from rlfleet.config.rllib2_names import RLLIB2_NAMES, rename_rllib2_keys
 from rlfleet.config.validation import validate_config
 from rlfleet.registry import config_class_name, config_classes, get_trainer_class
-from rlfleet.utils.nested import set_nested
+from rlfleet.utils.nested import MISSING, get_nested, set_nested
 
-# Called with the caller's frame on every to_dict(); rlfleet.tune adds its check that Ray's
-# Tuner is not about to run RLlib's own algorithm on this config (`refuse_rllib_trainable`).
-TO_DICT_CHECKS: List[Callable[[Any], None]] = []
+# Called with the builder and its caller's frame on every to_dict(); rlfleet.tune adds the one
+# that registers rlfleet's trainable under the name a Tuner was given (`route_algorithm_name`).
+TO_DICT_CHECKS: List[Callable[[Any, Any], None]] = []
 
 # Keys whose dicts successive calls update rather than replace (RLlib 2.x's `training(model=)` does).
 _UPDATED_DICTS = ("model", "env_config", "multiagent")
@@ -55,6 +59,7 @@ class AlgorithmConfig:
             raise TypeError("AlgorithmConfig needs the algorithm: AlgorithmConfig('PPO'), or use PPOConfig()")
         get_trainer_class(self.algo_name)  # an unknown name fails here, listing the known ones
         self._settings: Dict[str, Any] = {}
+        _link_tune()
 
     @property
     def algo_class(self) -> type:
@@ -77,6 +82,7 @@ class AlgorithmConfig:
         return BUILDER_METHODS[method]
 
     def _apply(self, method: str, args: tuple, kwargs: Dict[str, Any]) -> "AlgorithmConfig":
+        _link_tune()
         if args:
             if method not in POSITIONAL or len(args) > 1:
                 raise TypeError(f"{type(self).__name__}.{method}() takes keyword arguments only"
@@ -121,11 +127,63 @@ class AlgorithmConfig:
             value = {**self._settings[name], **value}
         set_nested(self._settings, name, value)
 
+    # --- attributes: RLlib 2.x scripts read settings as `config.lr` --------------------
+    def attribute_names(self) -> Dict[str, Optional[str]]:
+        """Every setting readable as an attribute, with the dotted key it reads: the
+        algorithm's declared top-level keys, RLlib 2.x's names of keys (``num_env_runners``),
+        and every builder keyword (``minibatch_size``, ``lambda_``, ``input_``, ``policies``,
+        ``actor_lr``, ...), less the builder's own methods (``callbacks()``, ``framework()``).
+        None: a 2.x name that sets no rlfleet key (``num_learners``)."""
+        defaults = get_trainer_class(self.algo_name)._default_config
+        out: Dict[str, Optional[str]] = {key: key for key in defaults}
+        out.update({name: entry.key for name, entry in RLLIB2_NAMES.items()})
+        for method in BUILDER_METHODS:
+            for keyword, name in self.keywords(method).items():
+                out.setdefault(keyword, RLLIB2_NAMES[name].key if name in RLLIB2_NAMES else name)
+        out["framework_str"] = "framework"  # 2.x's attribute; framework() is the method
+        # A key named like a method (callbacks, framework) reads through its keyword's name
+        # (callbacks_class) or 2.x's attribute (framework_str).
+        own = set(dir(type(self)))
+        return {name: path for name, path in out.items() if name not in own}
+
+    def __getattr__(self, name: str) -> Any:
+        """``config.lr``, ``config.num_env_runners``, ``config.model``: the value the trainer will
+        get (what was set, else the algorithm's default; a dict key's dict is the default
+        updated with what was set), as a copy. Called only for names that are not the
+        builder's own methods and attributes; the names are ``attribute_names()``.
+
+        Raises:
+            AttributeError: a name that is no setting (naming the closest one), or a 2.x name
+                of a setting this algorithm does not have.
+        """
+        if name.startswith("__") or name == "_settings":  # Python's own protocols; a builder in construction
+            raise AttributeError(name)
+        names = self.attribute_names()
+        if name not in names:
+            close = difflib.get_close_matches(name, sorted(set(names) | set(BUILDER_METHODS)), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise AttributeError(f"{type(self).__name__!r} has no attribute or setting {name!r}{hint}")
+        path = names[name]
+        if path is None:
+            raise AttributeError(f"{type(self).__name__}.{name}: RLlib 2.x's setting has no rlfleet key: "
+                                 f"{RLLIB2_NAMES[name].note}")
+        trainer_class = get_trainer_class(self.algo_name)
+        default = get_nested(trainer_class._default_config, path)
+        if default is MISSING:
+            raise AttributeError(f"{type(self).__name__}.{name}: it is RLlib 2.x's name of {path!r}, which "
+                                 f"{self.algo_name} does not have")
+        top = path.split(".")[0]
+        if top not in self._settings:
+            return copy.deepcopy(default)
+        # The trainer's own merge of that key (dicts deep-updated, as the trainer will see them).
+        return get_nested(trainer_class.merge_trainer_configs(trainer_class._default_config,
+                                                              {top: self._settings[top]}), path)
+
     # --- the dict ---------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
         """The settings given so far, as a (partial) dict config with rlfleet's key names."""
         for check in TO_DICT_CHECKS:
-            check(sys._getframe(1))
+            check(self, sys._getframe(1))
         return copy.deepcopy(self._settings)
 
     @classmethod
@@ -202,6 +260,21 @@ for _name in BUILDER_METHODS:
     setattr(AlgorithmConfig, _name, _method(_name))
 
 _CLASSES: Dict[str, type] = {}
+_TUNE_LINKED = False
+
+
+def _link_tune() -> None:
+    """Once `ray.tune` is imported, makes the builders Tune configs (`rlfleet.tune.accept_builders`),
+    so that `tune.Tuner("PPO", param_space=config)` runs rlfleet's PPO with only a 2.x script's
+    import lines changed. Called whenever a builder is made or changed: a 2.x script imports
+    `ray.tune` before it builds its config. A process that never imports Ray pays one dict
+    lookup per call, and `import rlfleet` nothing.
+    """
+    global _TUNE_LINKED
+    if not _TUNE_LINKED and "ray.tune" in sys.modules:
+        _TUNE_LINKED = True
+        # By name: the Tune adapter sits above the config layer.
+        importlib.import_module("rlfleet.tune").accept_builders()
 
 
 def config_class(algo_name: str) -> type:

@@ -261,7 +261,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
         K("postprocess_inputs", False, "Run postprocess_trajectory on offline batches.", boolean),
         K("shuffle_buffer_size", 0, "Shuffle offline batches through a buffer of this many.", int_at_least(0)),
         K("output", None, "Where to write sampled experience (JSON lines): None, 'logdir', a folder path, or a "
-          "callable IOContext -> writer.", output_spec),
+          "callable IOContext -> writer. Set in evaluation_config, it records the episodes evaluation runs "
+          "(evaluation workers do not inherit the top-level one).", output_spec),
         K("output_compress_columns", ["obs", "new_obs"], "Sample batch columns LZ4-compressed in output.", str_list),
         K("output_max_file_size", 64 * 1024 * 1024, "Bytes per output file before a new one starts.", int_at_least(1)),
     ],

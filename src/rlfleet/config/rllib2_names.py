@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
+from rlfleet.policy.policy_spec import PolicySpec
+
 
 class Rllib2Name(NamedTuple):
     """One RLlib 2.x key: the rlfleet key it sets (None: it sets nothing); `refuse`, which
@@ -71,7 +73,8 @@ def _differ(a: Any, b: Any) -> bool:
 def rename_rllib2_keys(config: Mapping[str, Any], known: Optional[Mapping[str, Any]] = None, *,
                        prefix: str = "") -> Dict[str, Any]:
     """Returns a shallow copy of `config` with RLlib 2.x's names replaced by rlfleet's (also
-    inside ``evaluation_config``); `config` is not changed.
+    inside ``evaluation_config`` and each ``multiagent.policies`` entry's config overlay);
+    `config` is not changed.
 
     Args:
         config: a user's (partial) config.
@@ -109,4 +112,22 @@ def rename_rllib2_keys(config: Mapping[str, Any], known: Optional[Mapping[str, A
     overlay = out.get("evaluation_config")
     if isinstance(overlay, Mapping):
         out["evaluation_config"] = rename_rllib2_keys(overlay, known, prefix=f"{prefix}evaluation_config.")
+    multiagent = out.get("multiagent")
+    if isinstance(multiagent, Mapping) and isinstance(multiagent.get("policies"), Mapping):
+        policies = {pid: _renamed_spec(spec, known, f"{prefix}multiagent.policies.{pid}.config.")
+                    for pid, spec in multiagent["policies"].items()}
+        out["multiagent"] = {**multiagent, "policies": policies}
     return out
+
+
+def _renamed_spec(spec: Any, known: Optional[Mapping[str, Any]], prefix: str) -> Any:
+    """A policy's spec (a `PolicySpec` or a 4-tuple/list) with 2.x's names in its config
+    overlay (2.x's `PolicySpec(config={"num_epochs": ...})`) replaced, as the top level's are.
+    A policy of its own class may read keys rlfleet does not know: its overlay is renamed
+    with no unknown-key check, as ``nested_keys`` checks only the trainer's policies'."""
+    if not isinstance(spec, (list, tuple)) or len(spec) != 4 or not isinstance(spec[3], Mapping):
+        return spec  # no overlay (or a malformed spec, which the policies check reports)
+    renamed = rename_rllib2_keys(spec[3], known if spec[0] is None else None, prefix=prefix)
+    if isinstance(spec, PolicySpec):
+        return spec._replace(config=renamed)
+    return type(spec)((*spec[:3], renamed))

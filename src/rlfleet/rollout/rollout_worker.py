@@ -138,6 +138,8 @@ class RolloutWorker:
         self.sampler = make_sampler(self, self._settings, acting)
         # `output`: every batch sample() returns is also written (JSON lines; rlfleet.offline).
         self.output_writer = make_output_writer(config, IOContext(self.log_dir, config, worker_index, self))
+        # An evaluation worker with a writer records the episodes it evaluates (worker_calls.episodes_only).
+        self.records_evaluation_episodes = bool(config.get("in_evaluation")) and self.output_writer is not None
         if acting is not None:
             self._async = AsyncSampling(self.sampler.sample, self._sync_acting_policy, self._lock)
 

@@ -53,7 +53,19 @@ def health_probe(worker: RolloutWorker) -> int:
 
 def episodes_only(worker: RolloutWorker, num_episodes: int) -> List[RolloutMetrics]:
     """`num_episodes` episodes' metrics, and only theirs (the worker's pending ones are
-    dropped: evaluation workers report nothing else)."""
+    dropped: evaluation workers report nothing else).
+
+    An evaluation worker that records (`records_evaluation_episodes`) runs them through
+    `sample()`, whose batches its writer writes, as RLlib's evaluation did; whole batches of
+    complete episodes, so at least `num_episodes` (every one it ran is reported and recorded).
+    """
+    if worker.records_evaluation_episodes:
+        worker.get_metrics()
+        episodes: List[RolloutMetrics] = []
+        while len(episodes) < num_episodes:
+            worker.sample()
+            episodes.extend(worker.get_metrics())
+        return episodes
     episodes = worker.sample_episodes(num_episodes)
     worker.get_metrics()
     return episodes

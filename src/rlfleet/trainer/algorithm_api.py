@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -18,14 +18,20 @@ from rlfleet.policy.model_inputs import model_inputs
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 
 
+# RLlib 2.x's column names (its `Columns.STATE_IN` / `Columns.STATE_OUT`).
+STATE_IN = "state_in"
+STATE_OUT = "state_out"
+
+
 class InferenceModule:
     """A policy's model as RLlib 2.x's `RLModule.forward_inference` calls it.
 
     2.x modules take the observations after the env-to-module connectors, so this takes them
     after rlfleet's preprocessor and observation filter (for a Box observation space with the
     default `NoFilter`, the env's observations as they are). Like 2.x's torch modules it returns
-    torch tensors (a NumPy batch is accepted and converted). A recurrent model starts each call
-    from its initial state.
+    torch tensors (a NumPy batch is accepted and converted). A recurrent model (`use_lstm`,
+    `use_attention`) steps one time step per row from the `"state_in"` given, or from its
+    initial state, and returns its `"state_out"` for the next call, as 2.x's stateful modules do.
 
     Args:
         policy: the `TorchPolicy` whose model this runs (its weights as they are when called).
@@ -35,31 +41,80 @@ class InferenceModule:
         self.policy = policy
         self.model = policy.model
 
-    def forward_inference(self, batch: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+    def is_stateful(self) -> bool:
+        """Whether the model is recurrent (it takes `"state_in"` and returns `"state_out"`)."""
+        return bool(self.policy.get_initial_state())
+
+    def get_initial_state(self) -> List[torch.Tensor]:
+        """The model's initial state, one unbatched tensor per state part (an LSTM's h and c):
+        stack one per row for `"state_in"`."""
+        return [torch.as_tensor(np.asarray(s, np.float32)) for s in self.policy.get_initial_state()]
+
+    def forward_inference(self, batch: Mapping[str, Any]) -> Dict[str, Any]:
         """The model's outputs for a batch of observations, without exploration and gradients.
 
         Args:
-            batch: `{"obs": [B, ...] observations}` (NumPy or torch).
+            batch: `{"obs": [B, ...] observations}` (NumPy or torch); for a recurrent model also
+                `"state_in"`: its state, one `[B, ...]` entry per part of `get_initial_state()`
+                in that order, as a list or a dict (2.x's LSTM module's `{"h": ..., "c": ...}`;
+                its values are taken in order). Without it each row starts from the initial state.
+                `"prev_actions"` / `"prev_rewards"` feed a model that reads them (default zeros).
 
         Returns:
             `{"action_dist_inputs": [B, num_outputs]}` (2.x's `Columns.ACTION_DIST_INPUTS`: the
             logits of a discrete action, mean and log-std of a continuous one), plus
-            `"vf_preds": [B]` when the model has a value function (PPO, A2C, IMPALA, ...).
+            `"vf_preds": [B]` when the model has a value function (PPO, A2C, IMPALA, ...), and
+            `"state_out"` for a recurrent model (the form `"state_in"` had: a list, or a dict
+            with its keys; a list when none was given).
+
+        Raises:
+            KeyError: no `"obs"`.
+            ValueError: a `"state_in"` for a model that has no state, or with another number of
+                parts or rows than the model and the observations have.
         """
         if SampleBatch.OBS not in batch:
             raise KeyError(f"forward_inference takes {{'obs': observations}}; got keys {sorted(batch)}")
-        obs = batch[SampleBatch.OBS]
-        obs = obs.detach().cpu().numpy() if isinstance(obs, torch.Tensor) else np.asarray(obs, np.float32)
-        input_dict, state = model_inputs(self.policy, obs, None, None, None)
-        out: Dict[str, torch.Tensor] = {}
+        obs = _numpy(batch[SampleBatch.OBS])
+        state_keys, state_in = self._state_in(batch.get(STATE_IN), len(obs))
+        prev_actions, prev_rewards = (batch.get(SampleBatch.PREV_ACTIONS), batch.get(SampleBatch.PREV_REWARDS))
+        input_dict, state = model_inputs(self.policy, obs, state_in,
+                                         None if prev_actions is None else _numpy(prev_actions, None),
+                                         None if prev_rewards is None else _numpy(prev_rewards))
+        out: Dict[str, Any] = {}
         with torch.inference_mode():
-            out[SampleBatch.ACTION_DIST_INPUTS], _ = self.model(input_dict, state, None)
+            out[SampleBatch.ACTION_DIST_INPUTS], state_out = self.model(input_dict, state, None)
             if getattr(self.model, "has_value_function", False):
                 out[SampleBatch.VF_PREDS] = self.model.value_function()
+        if state:
+            state_out = list(state_out)
+            out[STATE_OUT] = dict(zip(state_keys, state_out)) if state_keys else state_out
         return out
+
+    def _state_in(self, given: Any, rows: int) -> Tuple[Optional[List[Any]], Optional[List[np.ndarray]]]:
+        if given is None:
+            return None, None
+        parts = len(self.policy.get_initial_state())
+        keys = list(given) if isinstance(given, Mapping) else None
+        values = [_numpy(v) for v in (given.values() if isinstance(given, Mapping) else given)]
+        if not parts:
+            raise ValueError(f"forward_inference: 'state_in' given, but {type(self.model).__name__} is not "
+                             "recurrent (set model use_lstm/use_attention for a stateful module); remove it")
+        if len(values) != parts or any(len(v) != rows for v in values):
+            raise ValueError(f"forward_inference: 'state_in' needs {parts} parts (get_initial_state()'s, in that "
+                             f"order), each with one row per observation ({rows}); got shapes "
+                             f"{[tuple(v.shape) for v in values]}")
+        return keys, values
 
     def __repr__(self) -> str:
         return f"InferenceModule({type(self.model).__name__})"
+
+
+def _numpy(value: Any, dtype: Any = np.float32) -> np.ndarray:
+    # A torch tensor keeps its dtype; other values become `dtype` (None: NumPy's choice, as
+    # for discrete previous actions).
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value, dtype)
 
 
 class AlgorithmMethods:
@@ -92,8 +147,9 @@ class AlgorithmMethods:
                                   "checkpoint; give an empty or new folder (or save(parent) for checkpoint_<n>/)")
         return save_trainer(self, path=path)
 
-    def restore_from_path(self, path: str) -> None:
-        """2.x's name for `restore(path)`: a checkpoint folder of the same algorithm."""
+    def restore_from_path(self, path: Any) -> None:
+        """2.x's name for `restore(path)`: a checkpoint folder of the same algorithm, or a folder
+        or Ray Tune `Checkpoint` holding one (`results.get_best_result(...).checkpoint`)."""
         self.restore(path)
 
     def get_module(self, policy_id: str = DEFAULT_POLICY_ID) -> InferenceModule:

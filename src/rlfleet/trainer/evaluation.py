@@ -23,15 +23,25 @@ def evaluation_worker_config(config: dict, overrides: Optional[dict] = None) -> 
     """The config evaluation workers run with: `config` merged with its `evaluation_config`
     and `overrides`, validated, then always whole episodes with the weights they are given.
 
+    `output` records the episodes evaluation runs only when `evaluation_config` (or the
+    overrides) set it (2.x's old-stack way to record a trained policy); the top level's is for
+    the training samples, and the evaluation workers do not inherit it.
+
     Raises:
-        ValueError: `evaluation_config.in_evaluation` is False.
+        ValueError: `evaluation_config.in_evaluation` is False; an `output` with an offline
+            `input` (evaluation records what it runs in the env).
     """
     extra = merge_dicts(copy.deepcopy(config["evaluation_config"] or {}), overrides or {})
     if extra.get("in_evaluation") is False:
         raise ValueError("`evaluation_config.in_evaluation` cannot be False: evaluation workers always run "
                          "with in_evaluation=True")
+    extra.setdefault("output", None)
     eval_config = merge_dicts(config, extra)
     validate_config(eval_config)
+    if eval_config["output"] is not None and eval_config.get("input", "sampler") != "sampler":
+        raise ValueError(f"`evaluation_config.output`: {eval_config['output']!r} records the episodes evaluation "
+                         f"runs in the env, which reads `input` {eval_config['input']!r} when it records; add "
+                         "input_='sampler' to evaluation_config (BCConfig.overrides(input_='sampler', output=...))")
     # No background sampling thread: an episode must run with the weights it was given.
     eval_config.update({"batch_mode": "complete_episodes", "in_evaluation": True, "sample_async": False})
     return eval_config

@@ -81,9 +81,10 @@ class TrainerState:
 
         return save_trainer(self, checkpoint_dir, keep_checkpoints_num)
 
-    def restore(self, checkpoint_path: str) -> None:
+    def restore(self, checkpoint_path: Any) -> None:
         """Restores weights, optimizer, filters, RNG states, counters and the iteration from a
-        checkpoint of the same algorithm, on every worker (`set_state`); episodes in flight restart.
+        checkpoint of the same algorithm (its folder, or a folder or Ray Tune `Checkpoint`
+        holding one), on every worker (`set_state`); episodes in flight restart.
 
         Raises:
             CheckpointError: a missing, corrupted, newer-format or non-fitting checkpoint.
