@@ -217,9 +217,10 @@ def test_a_killed_workers_directions_are_reissued(ray_session, tmp_path):
 
 # --- learning (seeds and settings no tuned example uses) --------------------------------
 @pytest.mark.parametrize("cls,config,reward", [
-    # The reference's ES settings in one process, seed 3; evaluation episodes more often
-    # than its 0.3 %, so that episode_reward_mean is measured within a few iterations.
-    (ESTrainer, {"seed": 3, "episodes_per_batch": 50, "noise_size": 5_000_000, "eval_prob": 0.05}, 100),
+    # The reference's ES settings in one process (its eval_prob 0.3 % too: the
+    # min_eval_episodes floor measures episode_reward_mean every iteration), seed 5: with
+    # seeds 3 and 4 the initial 256x256 policy already balances the pole (500 and 302).
+    (ESTrainer, {"seed": 5, "episodes_per_batch": 50, "noise_size": 5_000_000}, 100),
     # ARS with a small MLP policy (the tuned example is linear), seed 3.
     (ARSTrainer, {"seed": 3, "num_rollouts": 50, "rollouts_used": 25, "noise_size": 5_000_000, "eval_prob": 0.5,
                   "model": {"fcnet_hiddens": [16]}}, 150),
@@ -230,6 +231,7 @@ def test_learns_cartpole_in_process(cls, config, reward, tmp_path):
         result, history = train_until(trainer, reward=reward, max_timesteps=500_000)
     finally:
         trainer.stop()
+    assert history[0][1] < reward, f"the initial policy already scores {history[0][1]}: nothing learned"
     assert result["episode_reward_mean"] >= reward, history
 
 
