@@ -11,6 +11,10 @@ return is in the top `rollouts_used / num_rollouts` fraction,
 
 Returns used by the update are shifted by `-|offset|` per step (the ARS paper's correction
 for an alive bonus); reported returns are not.
+
+`episode_reward_mean` is the current policy's return: the mean of the unperturbed evaluation
+episodes (at least `min_eval_episodes` per iteration, more with `eval_prob`) of the last
+`report_length` iterations; `rlfleet/algorithms/evolution/trainer.py` has the details.
 """
 from __future__ import annotations
 

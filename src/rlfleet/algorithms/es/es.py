@@ -7,6 +7,10 @@ episodes and `train_batch_size` perturbed env steps are gathered; then
 
     g = sum_i (rank(R+_i) - rank(R-_i)) * eps_i / (2N)
     theta <- theta + Adam(-g + l2_coeff * theta)   (a step against the argument)
+
+`episode_reward_mean` is the current policy's return: the mean of the unperturbed evaluation
+episodes (at least `min_eval_episodes` per iteration, more with `eval_prob`) of the last
+`report_length` iterations; `rlfleet/algorithms/evolution/trainer.py` has the details.
 """
 from __future__ import annotations
 

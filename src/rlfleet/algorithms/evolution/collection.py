@@ -17,9 +17,13 @@ BUDGET_SHARE = 0.05
 
 
 class Collection:
-    """Hands out tasks of `directions_per_task` directions (each slot an unperturbed
-    evaluation episode instead with probability `eval_prob`) until `enough(self)` holds or
+    """Hands out tasks of `directions_per_task` directions until `enough(self)` holds or
     `max_directions` were handed out; keeps the answers.
+
+    Each task also runs unperturbed evaluation episodes of the current `theta`: its share of
+    `min_evals` (spread over the first `spread` tasks, one round of the workers, so that they
+    run in parallel; whatever is still owed when the directions are done goes out as one
+    evaluation-only task), plus one more per direction with probability `eval_prob`.
 
     Args:
         noise: the noise table the directions are drawn from.
@@ -31,34 +35,45 @@ class Collection:
         max_directions: the most directions handed out in total (None: no limit).
         step_budget: env steps this iteration may sample before a stop on the run's step
             count (`Trainer.steps_left()`; None: no limit). Once the answers reach it no more
-            tasks go out; tasks start at one direction and are sized from the answers' steps
+            directions go out; tasks start at one direction and are sized from the answers' steps
             per direction to at most `BUDGET_SHARE / workers` of the budget, so the
             tasks still running when it is reached add at most that share.
         workers: the workers sharing the tasks (to size them against `step_budget`).
+        min_evals: the evaluation episodes every iteration runs at least.
+        spread: over how many tasks `min_evals` is spread (the workers sharing the work).
     """
 
     def __init__(self, noise: SharedNoiseTable, dim: int, rng: np.random.Generator, directions_per_task: int,
                  eval_prob: float, enough: Callable[["Collection"], bool], max_directions: Optional[int] = None,
-                 step_budget: Optional[int] = None, workers: int = 1):
+                 step_budget: Optional[int] = None, workers: int = 1, min_evals: int = 0, spread: int = 1):
         self._noise, self._dim, self._rng = noise, dim, rng
         self._per_task, self._eval_prob = max(1, int(directions_per_task)), float(eval_prob)
         self._enough, self._max = enough, max_directions
         self._budget, self._workers = step_budget, max(1, int(workers))
+        self._evals_owed = int(min_evals)
+        self._evals_per_task = -(-int(min_evals) // max(1, int(spread)))
         self._issued = 0
         self._tasks = 0
         self.results: List[RolloutResult] = []
 
     def next_task(self) -> Optional[RolloutTask]:
         if self._enough(self) or (self._max is not None and self._issued >= self._max) or self._budget_spent():
-            return None
-        count = self._per_task if self._max is None else min(self._per_task, self._max - self._issued)
-        if self._budget is not None:
-            count = min(count, self._directions_within_budget())
+            if not self._evals_owed:
+                return None
+            # The directions are done but not the evaluations owed: one task runs them all.
+            count, evals = 0, self._evals_owed
+        else:
+            count = self._per_task if self._max is None else min(self._per_task, self._max - self._issued)
+            if self._budget is not None:
+                count = min(count, self._directions_within_budget())
+            last = self._max is not None and self._issued + count >= self._max
+            evals = self._evals_owed if last else min(self._evals_owed, self._evals_per_task)
+        self._evals_owed -= evals
         self._issued += count
-        evals = int(self._rng.binomial(count, self._eval_prob)) if self._eval_prob > 0 else 0
+        if self._eval_prob > 0 and count:
+            evals += int(self._rng.binomial(count, self._eval_prob))
         self._tasks += 1
-        return RolloutTask(self._tasks, self._noise.sample_indices(self._rng, self._dim, count),
-                           evals)
+        return RolloutTask(self._tasks, self._noise.sample_indices(self._rng, self._dim, count), evals)
 
     def _budget_spent(self) -> bool:
         # Never before an answer: an iteration always has something to learn from.

@@ -6,20 +6,25 @@ observation filter to the perturbation workers, gathers the returns of `theta +/
 filter, lets the algorithm turn the returns into a new `theta` (`update`), and writes
 `theta` into the policy's model, where acting, evaluation, export and checkpoints read it.
 
-Results follow RLlib 1.x's ES and ARS: `episode_reward_mean` is the mean over the last
-`report_length` iterations of the unperturbed evaluation episodes' mean return (episodes
-run with probability `eval_prob` per slot); iterations without one add nothing. Every env
-step counts in `timesteps_total`, the evaluation episodes' included.
+Results: every iteration runs at least `min_eval_episodes` unperturbed evaluation episodes of
+the `theta` it starts from (default: one per perturbation worker, one with `num_workers: 0`),
+plus one more per direction with probability `eval_prob`. `episode_reward_mean`, `_min`,
+`_max`, `episode_len_mean` and `hist_stats` are all over the evaluation episodes of the last
+`report_length` iterations (`EvalWindow`): the return of the current policy, acting on its
+mode, averaged over recent iterations. (RLlib 1.x ran them with `eval_prob` alone, so at its
+tuned batch sizes most iterations had none and the metric stayed NaN or stale.) Every env
+step counts in `timesteps_total` (sampled steps), the evaluation episodes' included; only
+the perturbed episodes' count as trained.
 """
 from __future__ import annotations
 
 import math
-from collections import deque
-from typing import Any, Deque, Dict
+from typing import Any, Dict
 
 import numpy as np
 
 from rlfleet.algorithms.evolution.collection import Collection
+from rlfleet.algorithms.evolution.eval_window import EvalWindow
 from rlfleet.algorithms.evolution.flat_policy import flat_layout, get_flat, set_flat
 from rlfleet.algorithms.evolution.noise_table import SharedNoiseTable, make_noise
 from rlfleet.algorithms.evolution.policy import EvolutionPolicy
@@ -60,8 +65,7 @@ class EvolutionTrainer(Trainer):
         self.noise.sample_indices(np.random.default_rng(0), self._layout.num_params, 0)  # raises if too small
         seed = config.get("seed")
         self._rng = np.random.default_rng(None if seed is None else derive_seed(seed, "evolution_driver"))
-        self._eval_means: Deque[float] = deque(maxlen=int(config["report_length"]))
-        self._last_eval: Dict[str, Any] = {}
+        self._eval_window = EvalWindow(int(config["report_length"]))
         self._episodes_total = 0
         self._episodes_this_iter = 0
         self._bytes_this_iter = 0
@@ -85,7 +89,14 @@ class EvolutionTrainer(Trainer):
     def _new_collection(self, directions_per_task: int, enough, max_directions=None) -> Collection:
         return Collection(self.noise, self.num_params, self._rng, directions_per_task,
                           float(self.config["eval_prob"]), enough, max_directions,
-                          step_budget=self.steps_left(), workers=self._workers_sharing())
+                          step_budget=self.steps_left(), workers=self._workers_sharing(),
+                          min_evals=self.min_eval_episodes(), spread=self._workers_sharing())
+
+    def min_eval_episodes(self) -> int:
+        """The evaluation episodes each iteration runs at least (`min_eval_episodes`; None:
+        one per perturbation worker)."""
+        value = self.config["min_eval_episodes"]
+        return max(1, int(self.config["num_workers"])) if value is None else int(value)
 
     def _workers_sharing(self) -> int:
         return max(1, self.pool.num_healthy_workers())
@@ -108,8 +119,10 @@ class EvolutionTrainer(Trainer):
         self.counters["num_agent_steps_trained"] += batch.noisy_steps
         # === sync: theta into the policy's model (acting, export, checkpoints) ===
         set_flat(self.get_policy().model, self.theta, self._name)
+        evals = batch.eval_returns
         stats.update(weights_norm=float(np.linalg.norm(self.theta)), noisy_episodes=batch.noisy_episodes,
-                     noisy_return_mean=float(batch.returns.mean()) if batch.returns.size else math.nan)
+                     noisy_return_mean=float(batch.returns.mean()) if batch.returns.size else math.nan,
+                     eval_episodes=int(evals.size), eval_return_mean=float(evals.mean()) if evals.size else math.nan)
         return {DEFAULT_POLICY_ID: {"learner_stats": stats}}
 
     def _merge_observation_stats(self, filt, batch: Collection) -> None:
@@ -124,23 +137,15 @@ class EvolutionTrainer(Trainer):
     def _record_episodes(self, batch: Collection) -> None:
         self._episodes_total += batch.noisy_episodes + len(batch.eval_returns)
         self._episodes_this_iter += batch.noisy_episodes + len(batch.eval_returns)
-        if len(batch.eval_returns):
-            self._eval_means.append(float(batch.eval_returns.mean()))
-            self._last_eval = {"returns": batch.eval_returns.tolist(), "lengths": batch.eval_lengths.tolist()}
+        self._eval_window.add(batch.eval_returns, batch.eval_lengths)
 
     def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
         result = super()._compile_result(learner_info, steps_this_iter)
-        evals = self._last_eval
         result.update(
-            episode_reward_mean=float(np.mean(self._eval_means)) if self._eval_means else math.nan,
-            episode_reward_min=float(np.min(evals["returns"])) if evals else math.nan,
-            episode_reward_max=float(np.max(evals["returns"])) if evals else math.nan,
-            episode_len_mean=float(np.mean(evals["lengths"])) if evals else math.nan,
+            self._eval_window.metrics(),
             episodes_this_iter=int(self._episodes_this_iter),
             episodes_total=int(self._episodes_total),
             num_healthy_workers=self.pool.num_healthy_workers(),
-            hist_stats={"episode_reward": list(evals.get("returns", [])),
-                        "episode_lengths": list(evals.get("lengths", []))},
         )
         result["info"]["bytes_received_this_iter"] = int(self._bytes_this_iter)
         result["info"]["num_params"] = self.num_params
@@ -158,7 +163,7 @@ class EvolutionTrainer(Trainer):
     def get_state(self) -> Dict[str, Any]:
         return dict(super().get_state(), evolution={
             "rng": self._rng.bit_generator.state,
-            "eval_means": np.asarray(list(self._eval_means), np.float64),
+            **self._eval_window.get_state(),
             "episodes_total": int(self._episodes_total),
             "optimizer": self._algorithm_state(),
         })
@@ -169,8 +174,7 @@ class EvolutionTrainer(Trainer):
         evolution = state.get("evolution") or {}
         if evolution:
             self._rng.bit_generator.state = evolution["rng"]
-            self._eval_means.clear()
-            self._eval_means.extend(float(x) for x in np.asarray(evolution["eval_means"]).ravel())
+            self._eval_window.set_state(evolution)
             self._episodes_total = int(evolution["episodes_total"])
             self._set_algorithm_state(evolution["optimizer"])
 
