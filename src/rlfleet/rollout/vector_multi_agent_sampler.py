@@ -278,8 +278,11 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
         perf["processing"] += processing + clock() - t0
         t0 = clock()
         for lane, actor, _ in acting:
-            for key, column in actor.finish().items():
-                lane.buffers[key][:rows] = column.reshape(rows, n, len(lane.slots))
+            # The deferred columns (log-likelihoods, values) of the live rows only: no batch
+            # keeps a dead slot's row, and the value pass costs per row.
+            live = np.flatnonzero(bufs[lane.group][_VALID][:rows, :, lane.index])
+            for key, column in actor.finish(live).items():
+                lane.buffers[key][:rows].reshape(-1)[live] = column
         perf["inference"] += inference + clock() - t0
         self._check_bounds(rows)
         return rows
