@@ -5,9 +5,10 @@ per slot, again only when the worker's mapping or policies change), all in one g
 env's slot layout: a *lane* (`SlotLane`, rollout/slot_lanes.py). Per step, each lane gathers
 its slots' observations of every sub-env into its preallocated `[T, num_envs, slots]`
 buffers and acts on them in one batched forward pass through its policy's chunk actor
-(policy/actor.py), whose `finish()` fills in the log-likelihoods and values of the whole
-chunk at once. Dead slots are acted on too (their rows are masked out): fixed shapes, no
-per-agent Python work. Episodes end by `EpisodeRules.end_many`, for every sub-env at once.
+(policy/actor.py), whose `finish(rows)` fills in the log-likelihoods and values of the
+chunk's live rows at once. Dead slots are acted on too (their rows are masked out): fixed
+shapes, no per-agent Python work; per step the lanes read views of the buffers made once
+(`SlotLane.step_views`), and the batch's terminated / done flags are made once per chunk. Episodes end by `EpisodeRules.end_many`, for every sub-env at once.
 
 A batch is built from the buffers without per-agent objects, one postprocessing call per
 policy (`lane_batch`, rollout/slot_lanes.py).
@@ -280,9 +281,13 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
         for lane, actor, _ in acting:
             # The deferred columns (log-likelihoods, values) of the live rows only: no batch
             # keeps a dead slot's row, and the value pass costs per row.
-            live = np.flatnonzero(bufs[lane.group][_VALID][:rows, :, lane.index])
+            valid = bufs[lane.group][_VALID][:rows, :, lane.index]
+            live = None if valid.all() else np.flatnonzero(valid)
             for key, column in actor.finish(live).items():
-                lane.buffers[key][:rows].reshape(-1)[live] = column
+                if live is None:
+                    lane.buffers[key][:rows] = column.reshape(valid.shape)
+                else:
+                    lane.buffers[key][:rows].reshape(-1)[live] = column
         perf["inference"] += inference + clock() - t0
         self._check_bounds(rows)
         return rows
