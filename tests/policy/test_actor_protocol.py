@@ -191,3 +191,20 @@ def test_numpy_actor_logp_of_sampled_actions_is_the_torch_distributions(spaces):
     expected = policy.dist_class(inputs, policy.model).logp(actions).numpy()
     np.testing.assert_allclose(deferred[SB.ACTION_LOGP], expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(deferred[SB.ACTION_PROB], np.exp(expected), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("spaces", [CARTPOLE, PENDULUM], ids=["cartpole", "pendulum"])
+def test_numpy_actor_finish_of_some_rows_is_those_rows_of_all(spaces):
+    """`finish(rows)` (what the vectorised multi-agent sampler asks for its live slots) gives
+    exactly the asked rows' deferred columns, as `finish()` computes them (the value pass on
+    fewer rows may round differently: 1e-6)."""
+    actors = [make_policy(PPOTrainer, spaces, seed=3).actor(True, 0, steps=3, num_envs=4) for _ in range(2)]
+    for t in range(3):
+        a, b = (actor.act(_obs(spaces[0], 4, t))[0] for actor in actors)
+        np.testing.assert_array_equal(a, b)
+    rows = np.array([0, 2, 3, 7, 11])
+    every, some = actors[0].finish(), actors[1].finish(rows)
+    assert set(some) == set(every) == {SB.ACTION_LOGP, SB.ACTION_PROB, SB.VF_PREDS}
+    for key, column in some.items():
+        assert column.shape == (len(rows),), key
+        np.testing.assert_allclose(column, every[key][rows], rtol=1e-6, atol=1e-6, err_msg=key)

@@ -273,13 +273,14 @@ class SlotCopies(SlotMultiAgentEnv):
         self._last: List[Any] = [np.zeros(first.observation_space.shape, self._dtype)] * num
         self._alive: List[bool] = [False] * num
         self._terminated: List[bool] = [False] * num
+        self._num_live = 0  # copies alive (`_alive` true)
 
     def reset_slots(self, *, seed=None, options=None) -> SlotReset:
         for i, env in enumerate(self.envs):
             # Distinct, reproducible seeds per copy from one episode seed (as make_multi_agent).
             self._last[i], _ = env.reset(seed=None if seed is None else seed + 7919 * i, options=options)
         n = len(self.envs)
-        self._alive, self._terminated = [True] * n, [False] * n
+        self._alive, self._terminated, self._num_live = [True] * n, [False] * n, n
         return SlotReset({"agents": np.asarray(self._last, self._dtype)}, {"agents": np.ones(n, bool)})
 
     def step_slots(self, actions: Arrays) -> SlotStep:
@@ -296,7 +297,9 @@ class SlotCopies(SlotMultiAgentEnv):
         num = len(envs[0].envs)
         rew = [0.0] * (len(envs) * num)
         ends: List[Tuple[int, bool, bool]] = []  # (flat slot, terminated, truncated) of the copies that end
-        obs, alive, term_all, trunc_all = [], [], [], []
+        obs: List[Any] = []
+        alive: List[bool] = []
+        over: List[int] = []  # the envs with no live copy left
         for i, env in enumerate(envs):
             last, live, terminated, acts_i = env._last, env._alive, env._terminated, acts[i]
             base = i * num
@@ -308,21 +311,26 @@ class SlotCopies(SlotMultiAgentEnv):
                     if te or tr:
                         live[k] = False
                         terminated[k] = bool(te)
+                        env._num_live -= 1
                         ends.append((base + k, bool(te), bool(tr)))
             obs.extend(last)
             alive.extend(live)
-            over = not any(live)
-            term_all.append(over and all(terminated))
-            trunc_all.append(over and not all(terminated))
+            if not env._num_live:
+                over.append(i)
         shape = (len(envs), num)
         term, trunc = np.zeros(shape, bool), np.zeros(shape, bool)
         for j, te, tr in ends:
             term.flat[j], trunc.flat[j] = te, tr
+        term_all, trunc_all = np.zeros(len(envs), bool), np.zeros(len(envs), bool)
+        for i in over:  # over: terminated when every copy was, else truncated
+            if all(envs[i]._terminated):
+                term_all[i] = True
+            else:
+                trunc_all[i] = True
         obs_shape = envs[0].slot_groups["agents"].observation_space.shape
         return SlotStep({"agents": np.asarray(obs, envs[0]._dtype).reshape(*shape, *obs_shape)},
                         {"agents": np.asarray(rew, np.float32).reshape(shape)}, {"agents": term},
-                        {"agents": trunc}, {"agents": np.asarray(alive, bool).reshape(shape)},
-                        np.asarray(term_all, bool), np.asarray(trunc_all, bool))
+                        {"agents": trunc}, {"agents": np.asarray(alive, bool).reshape(shape)}, term_all, trunc_all)
 
     def render(self):
         return self.envs[0].render()

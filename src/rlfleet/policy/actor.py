@@ -51,9 +51,11 @@ class Actor(ABC):
                 actor's `timestep`, advanced by the rows of each call).
         """
 
-    def finish(self) -> Dict[str, np.ndarray]:
+    def finish(self, rows: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
         """The `deferred` columns of every row `act` gave since the last call, in the order
-        acted on (`{}` when nothing is deferred)."""
+        acted on (`{}` when nothing is deferred); with `rows` (int indices into those rows,
+        ascending), of those rows only: the others are not computed (a sampler's rows that
+        no batch keeps, such as its dead agent slots')."""
         return {}
 
 

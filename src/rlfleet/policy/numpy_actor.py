@@ -135,12 +135,14 @@ class NumpyActor(Actor):
         self._actions.append(actions)
         return actions, [], {SB.ACTION_DIST_INPUTS: dist_inputs}
 
-    def finish(self) -> Dict[str, np.ndarray]:
+    def finish(self, rows: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
         if not self._actions:
             return {key: np.zeros(0, np.float32) for key in self.deferred}
         obs, dist_inputs, actions = (_rows(self._obs), _rows(self._dist_inputs), _rows(self._actions))
-        for rows in (self._obs, self._dist_inputs, self._actions):
-            rows.clear()  # in place: the chunk actor appends to the same lists
+        for parts in (self._obs, self._dist_inputs, self._actions):
+            parts.clear()  # in place: the chunk actor appends to the same lists
+        if rows is not None:  # the value pass costs per row: only the rows asked for
+            obs, dist_inputs, actions = (np.take(a, rows, axis=0) for a in (obs_array(obs), dist_inputs, actions))
         logp = action_logp(self._dist_class, self.explore, dist_inputs, actions)
         columns = {SB.ACTION_LOGP: logp, SB.ACTION_PROB: np.exp(logp)}
         if SB.VF_PREDS in self.deferred:

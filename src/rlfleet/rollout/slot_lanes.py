@@ -11,7 +11,7 @@ replaces `eps_id` during postprocessing).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -37,9 +37,45 @@ class SlotLane:
         consecutive = bool((np.diff(slots) == 1).all())
         self.index = slice(int(slots[0]), int(slots[-1]) + 1) if consecutive else slots
         self.agent_index = first_index + slots  # the `agent_index` column: the slot's place in the layout
+        self.slot_list: List[int] = slots.tolist()
         self.reward_keys: List[Tuple[Any, str]] = []  # per slot, its `agent_rewards` key (see `map_slot_lanes`)
         self.buffers: Dict[str, np.ndarray] = {}  # its policy's own columns (the env's are per group)
         self.steps = 0  # the buffers' T
+        # Per step, views made once per buffer allocation (`step_views`, `alloc`): the sampler's
+        # per-step work is then a list index, not a few indexing and reshaping calls.
+        self.rows: Optional[List[Tuple[np.ndarray, np.ndarray]]] = None  # see `step_views`
+        self.extra_rows: List[Tuple[str, np.ndarray]] = []  # its own columns as `[T, num_envs * slots, ...]`
+        self.views_of: Optional[np.ndarray] = None  # the group observation buffer `rows` are views of
+
+    def step_views(self, group_buffers: Dict[str, np.ndarray]) -> None:
+        """`rows[t]`: per step t of the group's chunk buffers, the lane's observations and its
+        entries of the actions, each as a view `[num_envs * slots, ...]`; None when the slots
+        make no such view (neither all of the group's nor one slot: the sampler gathers them per
+        step). Made again only when the buffers change."""
+        obs, acts = group_buffers[SB.OBS], group_buffers[SB.ACTIONS]
+        if self.views_of is obs:
+            return
+        self.views_of = obs
+        self.rows = None
+        if self.full or len(self.slots) == 1:
+            rows = [(_rows_view(o[:, self.index]), _rows_view(a[:, self.index])) for o, a in zip(obs, acts)]
+            if all(o is not None and a is not None for o, a in rows):
+                self.rows = rows
+
+    def alloc(self, T: int, num_envs: int, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
+        """The lane's own columns: its policy's extra outputs and deferred ones `[T, num_envs, slots, ...]`."""
+        lead = (T, num_envs, len(self.slots))
+        self.steps = T
+        self.buffers = {key: np.zeros((*lead, *value.shape[1:]), value.dtype) for key, value in extra.items()}
+        for key in deferred:
+            self.buffers[key] = np.zeros(lead, np.float32)
+        self.extra_rows = [(key, self.buffers[key].reshape(T, -1, *value.shape[1:])) for key, value in extra.items()]
+
+
+def _rows_view(a: np.ndarray) -> Optional[np.ndarray]:
+    """`a [num_envs, slots, ...]` as `[num_envs * slots, ...]` when that is a view of it, else None."""
+    flat = a.reshape(-1, *a.shape[2:])
+    return flat if np.may_share_memory(flat, a) else None
 
 
 def map_slot_lanes(worker: Any, groups: Mapping[str, Any]) -> List[SlotLane]:

@@ -5,9 +5,10 @@ per slot, again only when the worker's mapping or policies change), all in one g
 env's slot layout: a *lane* (`SlotLane`, rollout/slot_lanes.py). Per step, each lane gathers
 its slots' observations of every sub-env into its preallocated `[T, num_envs, slots]`
 buffers and acts on them in one batched forward pass through its policy's chunk actor
-(policy/actor.py), whose `finish()` fills in the log-likelihoods and values of the whole
-chunk at once. Dead slots are acted on too (their rows are masked out): fixed shapes, no
-per-agent Python work. Episodes end by `EpisodeRules.end_many`, for every sub-env at once.
+(policy/actor.py), whose `finish(rows)` fills in the log-likelihoods and values of the
+chunk's live rows at once. Dead slots are acted on too (their rows are masked out): fixed
+shapes, no per-agent Python work; per step the lanes read views of the buffers made once
+(`SlotLane.step_views`), and the batch's terminated / done flags are made once per chunk. Episodes end by `EpisodeRules.end_many`, for every sub-env at once.
 
 A batch is built from the buffers without per-agent objects, one postprocessing call per
 policy (`lane_batch`, rollout/slot_lanes.py).
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -71,7 +72,9 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
         self._checked_first = False
         self._bufs: Optional[Dict[str, Dict[str, np.ndarray]]] = None
         self._env_eps = self._env_t = np.zeros((0, 0), np.int64)  # per step and sub-env: its episode's id, step
+        self._env_over = self._env_terminal = np.zeros((0, 0), bool)  # per step and sub-env: `end_many`'s flags
         self._obs_checks: Dict[str, ObsBatchCheck] = {}
+        self._start_hooks: List[Callable[[], None]] = []  # see `_read_start_hooks`
         n = self.num_envs
         self._eps_id = np.zeros(n, np.int64)
         self._ep_len = np.zeros(n, np.int64)
@@ -148,22 +151,27 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
             self._alive[g][i] = first.alive[g]
             self._slot_ret[g][i] = 0.0
             self._seen[g][i] = first.alive[g]
-        for policy in self.worker.policy_map.in_memory_policies():
-            # An exploration that acts per episode (ParameterNoise) hears of each start.
-            start = policy.exploration.bound_hook("on_episode_start")
-            if start is not None:
-                start()
+        for start in self._start_hooks:
+            start()
+
+    def _read_start_hooks(self) -> None:
+        """An exploration that acts per episode (ParameterNoise) hears of each start: the hooks
+        of the policies in memory, read before the episodes start (none join or leave within a chunk)."""
+        self._start_hooks = [hook for hook in (policy.exploration.bound_hook("on_episode_start")
+                                               for policy in self.worker.policy_map.in_memory_policies())
+                             if hook is not None]
 
     def _end_episode(self, i: int) -> None:
+        # Python lists: one conversion per group, not a NumPy scalar per agent.
+        seen = {g: s[i].tolist() for g, s in self._seen.items()}
+        ret = {g: r[i].tolist() for g, r in self._slot_ret.items()}
         agent_rewards = {}
         for lane in self._lanes:
-            # Python lists: one conversion per lane, not a NumPy scalar per agent.
-            seen = self._seen[lane.group][i, lane.slots].tolist()
-            ret = self._slot_ret[lane.group][i, lane.slots].tolist()
-            for key, was_seen, r in zip(lane.reward_keys, seen, ret):
-                if was_seen:
-                    agent_rewards[key] = r
-        total = sum(float(ret[i].sum()) for ret in self._slot_ret.values())
+            seen_g, ret_g = seen[lane.group], ret[lane.group]
+            for key, k in zip(lane.reward_keys, lane.slot_list):
+                if seen_g[k]:
+                    agent_rewards[key] = ret_g[k]
+        total = sum(float(r[i].sum()) for r in self._slot_ret.values())
         self.metrics.append(RolloutMetrics(int(self._ep_len[i]), total, agent_rewards=agent_rewards))
         self._checked_first = True
 
@@ -174,6 +182,7 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
         self._raise_if_failed()
         self._ensure_lanes()
         if self._cur_obs is None:
+            self._read_start_hooks()
             self._start()
         with single_threaded_blas():  # small products: see fast/blas.py
             return self._collect_chunk(steps, stop_after)
@@ -182,7 +191,6 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
         n, w, s = self.num_envs, self.worker, self.settings
         clock = time.perf_counter
         end_many, clipper = s.rules.end_many, s.reward_clipper
-        no_done_at_end = s.rules.no_done_at_end
         checks = s.check_env_steps
         bufs = self._group_buffers(T)
         acting = []
@@ -194,32 +202,29 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
             # Discrete actions go to the env as they are; other spaces through `env_actions`.
             convert = None if isinstance(space, gym.spaces.Discrete) and not int(space.start) else (
                 space, bool(policy.config.get("normalize_actions", True)), bool(policy.config.get("clip_actions")))
-            acting.append((lane, actor, bufs[lane.group], convert))
-        # Shapes read per step: a lane's rows `[num_envs * slots, *obs]`, its `(num_envs, slots)`.
-        rows_shape = {g: (-1, *group.observation_space.shape) for g, group in self.groups.items()}
-        lane_shape = {lane.pid: (n, len(lane.slots)) for lane in self._lanes}
+            lane.step_views(bufs[lane.group])
+            acting.append((lane, actor, convert))
+        self._read_start_hooks()  # the lanes' policies are in memory now
+        # Per group, its buffers and running arrays, read into locals once per chunk.
+        groups = [(g, b[SB.OBS], b[_VALID], b[SB.ACTIONS], b[SB.REWARDS], b[SB.TERMINATEDS], b[SB.DONES],
+                   b[SB.NEXT_OBS], self._slot_ret[g], self._seen[g]) for g, b in bufs.items()]
+        cur_obs, alive = self._cur_obs, self._alive
+        env_eps, env_t, env_over, env_terminal = self._env_eps, self._env_t, self._env_over, self._env_terminal
+        env_over[:] = False
+        env_terminal[:] = False
         rows = 0
         inference = env_wait = processing = 0.0
         for t in range(T):
             t0 = clock()
             env_acts = {}
-            for g, b in bufs.items():
-                b[SB.OBS][t] = self._cur_obs[g]
-                b[_VALID][t] = self._alive[g]
-                env_acts[g] = b[SB.ACTIONS][t]
-            self._env_eps[t] = self._eps_id
-            self._env_t[t] = self._ep_len
-            for lane, actor, b, convert in acting:
-                obs = b[SB.OBS][t]
-                flat = (obs if lane.full else obs[:, lane.index]).reshape(rows_shape[lane.group])
-                acts, _, extra = actor.act(flat)
-                if lane.steps != T:
-                    self._alloc(lane, T, extra, actor.deferred)
-                shape = lane_shape[lane.pid]
-                for key, value in extra.items():
-                    lane.buffers[key][t] = value.reshape(shape + value.shape[1:])
-                acts = acts.reshape(shape + acts.shape[1:])
-                b[SB.ACTIONS][t][:, lane.index] = acts
+            for g, obs_buf, valid_buf, act_buf, *_ in groups:
+                obs_buf[t] = cur_obs[g]
+                valid_buf[t] = alive[g]
+                env_acts[g] = act_buf[t]
+            env_eps[t] = self._eps_id
+            env_t[t] = self._ep_len
+            for lane, actor, convert in acting:
+                acts = self._act(lane, actor, bufs[lane.group], t, T)
                 if convert is not None:
                     env_acts[lane.group] = self._to_env(env_acts[lane.group], lane, acts, convert)
             t1 = clock()
@@ -234,33 +239,26 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
             end = end_many(step.terminated_all, step.truncated_all, self._ep_len)
             over = end.over
             ended = over.any()
-            for g, b in bufs.items():
-                rew, new_obs = step.rewards[g], step.obs[g]
+            if ended:
+                env_over[t] = over
+                env_terminal[t] = end.terminal
+            for g, _, valid_buf, _, rew_buf, term_buf, done_buf, next_buf, slot_ret, seen in groups:
+                rew, new_obs, now_alive = step.rewards[g], step.obs[g], step.alive[g]
                 if checks:
                     if not math.isfinite(np.add.reduce(rew, axis=None)):
                         self._explain_rewards(g, rew)
                     if new_obs.dtype != np.uint8 and not math.isfinite(np.add.reduce(new_obs, axis=None)):
-                        self._explain_obs(g, new_obs, b[_VALID][t])
-                b[SB.REWARDS][t] = clipper(rew) if clipper is not None else rew
-                valid = b[_VALID][t]
-                # terminated: the slot's own (not under `no_done_at_end`) or its episode's terminal
-                # end; done: that, the slot's truncation or its episode's end. Live slots only.
-                term, done = b[SB.TERMINATEDS][t], b[SB.DONES][t]
-                if no_done_at_end:
-                    term[...] = False
-                else:
-                    np.logical_and(step.terminateds[g], valid, out=term)
-                np.logical_or(term, step.truncateds[g], out=done)
-                if ended:
-                    term |= end.terminal[:, None]
-                    done |= over[:, None]
-                    term &= valid
-                done &= valid
-                b[SB.NEXT_OBS][t] = new_obs
-                self._slot_ret[g] += rew
-                self._seen[g] |= step.alive[g]
-                self._cur_obs[g] = new_obs
-                self._alive[g] = step.alive[g]
+                        self._explain_obs(g, new_obs, valid_buf[t])
+                rew_buf[t] = clipper(rew) if clipper is not None else rew
+                # The slots' own flags as the env gives them (the truncations in the dones' buffer);
+                # `_flags` makes them the batch's terminateds / dones once per chunk.
+                term_buf[t] = step.terminateds[g]
+                done_buf[t] = step.truncateds[g]
+                next_buf[t] = new_obs
+                slot_ret += rew
+                seen |= now_alive
+                cur_obs[g] = new_obs
+                alive[g] = now_alive
             self.steps_since_sync += n
             if ended:
                 for i in np.flatnonzero(over).tolist():
@@ -275,22 +273,67 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
                 break
         perf = self._perf
         perf["env_wait"] += env_wait
-        perf["processing"] += processing
         perf["steps"] += rows
         t0 = clock()
-        for lane, actor, _, _ in acting:
-            for key, column in actor.finish().items():
-                lane.buffers[key][:rows] = column.reshape(rows, n, len(lane.slots))
+        self._flags(rows)
+        perf["processing"] += processing + clock() - t0
+        t0 = clock()
+        for lane, actor, _ in acting:
+            # The deferred columns (log-likelihoods, values) of the live rows only: no batch
+            # keeps a dead slot's row, and the value pass costs per row.
+            valid = bufs[lane.group][_VALID][:rows, :, lane.index]
+            live = None if valid.all() else np.flatnonzero(valid)
+            for key, column in actor.finish(live).items():
+                if live is None:
+                    lane.buffers[key][:rows] = column.reshape(valid.shape)
+                else:
+                    lane.buffers[key][:rows].reshape(-1)[live] = column
         perf["inference"] += inference + clock() - t0
         self._check_bounds(rows)
         return rows
 
+    def _act(self, lane: SlotLane, actor: Any, b: Dict[str, np.ndarray], t: int, T: int) -> np.ndarray:
+        """The lane's step `t`: its policy acts on its slots' observations; the actions and its
+        extra outputs go into the buffers. Returns the actions `[num_envs * slots, ...]`."""
+        views = lane.rows
+        if views is not None:
+            obs, act_rows = views[t]
+        else:  # slots that make no view (see `SlotLane.step_views`): gathered
+            obs = b[SB.OBS][t][:, lane.index].reshape(-1, *b[SB.OBS].shape[3:])
+        acts, _, extra = actor.act(obs)
+        if lane.steps != T:
+            lane.alloc(T, self.num_envs, extra, actor.deferred)
+        for key, buf in lane.extra_rows:
+            buf[t] = extra[key]
+        if views is not None:
+            act_rows[...] = acts
+        else:
+            b[SB.ACTIONS][t][:, lane.index] = acts.reshape(self.num_envs, len(lane.slots), *acts.shape[1:])
+        return acts
+
+    def _flags(self, rows: int) -> None:
+        """The chunk's terminateds and dones, from the slots' own flags (as the loop stored them)
+        and their episodes' ends, for every step at once. terminated: the slot's own (not under
+        `no_done_at_end`) or its episode's terminal end; done: that, the slot's truncation or its
+        episode's end. Live slots only."""
+        over, terminal = self._env_over[:rows, :, None], self._env_terminal[:rows, :, None]
+        for b in self._bufs.values():
+            valid, term, done = b[_VALID][:rows], b[SB.TERMINATEDS][:rows], b[SB.DONES][:rows]
+            if self.settings.rules.no_done_at_end:
+                term[...] = False
+            term |= terminal
+            term &= valid
+            done |= term
+            done |= over
+            done &= valid
+
     @staticmethod
     def _to_env(env_acts: np.ndarray, lane: SlotLane, acts: np.ndarray, convert: tuple) -> np.ndarray:
-        """The group's actions as the env takes them, with `lane`'s converted (`env_actions`)."""
+        """The group's actions as the env takes them, with `lane`'s (`acts [num_envs * slots, ...]`)
+        converted (`env_actions`)."""
         space, normalize, clip = convert
-        out = env_actions(acts.reshape(-1, *acts.shape[2:]), space, normalize, clip)
-        out = np.asarray(out).reshape(acts.shape)
+        out = np.asarray(env_actions(acts, space, normalize, clip))
+        out = out.reshape(len(env_acts), len(lane.slots), *acts.shape[1:])
         if lane.full:
             return out
         env_acts = np.array(env_acts, copy=True)  # the buffer keeps the policy's own actions
@@ -319,15 +362,9 @@ class VectorMultiAgentSampler(SamplerBookkeeping):
             }
         self._env_eps = np.zeros((T, n), np.int64)
         self._env_t = np.zeros((T, n), np.int64)
+        self._env_over = np.zeros((T, n), bool)
+        self._env_terminal = np.zeros((T, n), bool)
         return self._bufs
-
-    def _alloc(self, lane: SlotLane, T: int, extra: Dict[str, np.ndarray], deferred: Tuple[str, ...]) -> None:
-        """The lane's own columns: its policy's extra outputs and deferred ones `[T, num_envs, slots, ...]`."""
-        lead = (T, self.num_envs, len(lane.slots))
-        lane.steps = T
-        lane.buffers = {key: np.zeros((*lead, *value.shape[1:]), value.dtype) for key, value in extra.items()}
-        for key in deferred:
-            lane.buffers[key] = np.zeros(lead, np.float32)
 
     # --- env checks -------------------------------------------------------------------------------
     def _located(self, error: EnvError, index: Optional[int], step: Optional[int], agent_id: Any = None,
