@@ -126,3 +126,4 @@ def format_progress(result: Mapping[str, Any], extra_keys: Sequence[str] = ()) -
 def describe_stop(stop: Mapping[str, float]) -> str:
     if not stop:
         return "no stop criteria: training until Ctrl-C"
+    return "stop when any of: " + ", ".join(f"{k} >= {v}" for k, v in stop.items())
