@@ -27,13 +27,14 @@ def import_tracker(module: str, extra: str, what: str) -> Any:
     """Imports and returns the tracker package `module`.
 
     Raises:
-        ImportError: one line naming the rlfleet extra that installs it.
+        ModuleNotFoundError: one line naming the rlfleet extra that installs it (the CLI
+            shows it as its one-line hint: `rlfleet.cli.missing_packages`).
     """
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{what} needs the optional package {module!r} ({exc}); install it with: "
-                          f"pip install 'rlfleet[{extra}]'") from None
+        raise ModuleNotFoundError(f"{what} needs the optional package {module!r} ({exc}); install it with: "
+                                  f"pip install 'rlfleet[{extra}]'", name=module.split(".")[0]) from None
 
 
 def check_options(options: Any, known: Mapping[str, str], where: str) -> Dict[str, Any]:
@@ -110,7 +111,13 @@ class CheckpointWatch:
 
 
 class Tracker:
-    """One run of an experiment tracker (subclassed per service)."""
+    """One run of an experiment tracker (subclassed per service).
+
+    Attributes:
+        options: the tracker's options (its `logger_config` dict, or the callback's keywords).
+    """
+
+    options: Mapping[str, Any] = {}
 
     def start(self, name: str, params: Mapping[str, str]) -> None:
         """Opens the run, named `name`, with the config's `params`."""
