@@ -190,3 +190,37 @@ def test_a_missing_tracker_package_is_one_line_naming_the_extra(tmp_path, monkey
     assert code == 2 and err == ["rlfleet train: error: the optional package 'wandb' is not installed; install it "
                                  "with: pip install \"rlfleet[wandb]\" (run with -v for the traceback)"]
     assert os.listdir(tmp_path) == []  # the run never started
+
+
+@pytest.mark.slow
+def test_tune_callbacks_track_each_trial(ray_session, tmp_path, monkeypatch):
+    pytest.importorskip("mlflow")
+    pytest.importorskip("wandb")
+    tune = pytest.importorskip("ray.tune")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    from mlflow.tracking import MlflowClient
+
+    import rlfleet.tune
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.results.tune_callbacks import mlflow_callback, wandb_callback
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tuner = tune.Tuner(rlfleet.tune.trainable(PPOTrainer), param_space=dict(
+        _PPO, env="CartPole-v1", lr=tune.grid_search([1e-3, 1e-4])), run_config=tune.RunConfig(
+            name="sweep", storage_path=str(tmp_path), stop={"training_iteration": 2}, verbose=0,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
+            callbacks=[mlflow_callback(tracking_uri=store), wandb_callback(project="sweep")]))
+    grid = tuner.fit()
+    assert not grid.errors
+    client = MlflowClient(tracking_uri=store)
+    logged = client.search_runs([client.get_experiment_by_name("rlfleet").experiment_id])
+    assert sorted(r.data.params["lr"] for r in logged) == ["0.0001", "0.001"]
+    for run in logged:
+        assert run.info.status == "FINISHED"
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "training_iteration")] == [200, 400]
+        assert sorted(f.path for f in client.list_artifacts(run.info.run_id)) == ["checkpoint_1", "checkpoint_2"]
+    trials = [Path(result.path) for result in grid]
+    assert sorted(_wandb_run(trial)["config"]["lr"] for trial in trials) == ["0.0001", "0.001"]
+    assert all(len(_wandb_run(trial)["history"]) == 2 and len(_wandb_run(trial)["artifacts"]) == 2
+               for trial in trials)
