@@ -203,14 +203,13 @@ def test_tune_callbacks_track_each_trial(ray_session, tmp_path, monkeypatch):
 
     import rlfleet.tune
     from rlfleet.algorithms.ppo import PPOTrainer
-    from rlfleet.results.tune_callbacks import mlflow_callback, wandb_callback
-
+    
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tuner = tune.Tuner(rlfleet.tune.trainable(PPOTrainer), param_space=dict(
         _PPO, env="CartPole-v1", lr=tune.grid_search([1e-3, 1e-4])), run_config=tune.RunConfig(
             name="sweep", storage_path=str(tmp_path), stop={"training_iteration": 2}, verbose=0,
             checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
-            callbacks=[mlflow_callback(tracking_uri=store), wandb_callback(project="sweep")]))
+            callbacks=[rlfleet.tune.mlflow_callback(tracking_uri=store), rlfleet.tune.wandb_callback(project="sweep")]))
     grid = tuner.fit()
     assert not grid.errors
     client = MlflowClient(tracking_uri=store)

@@ -6,7 +6,7 @@ A tracker is one run of an experiment-tracking service, driven by four calls:
 `start(name, params)`, `log(metrics, step)` for every result, `log_checkpoint(path)` for
 every checkpoint folder written, and `finish()`. `TrackerLogger` calls them from a run's
 results (`rlfleet train`, a `Trainer`, a Tune trial's trainer); the Tune callbacks
-(`rlfleet.results.tune_callbacks`) call them from Tune's driver, one tracker per trial.
+(`rlfleet.results.trial_trackers`, through `rlfleet.tune`) call them from Tune's driver, one tracker per trial.
 
 Each tracker's package is an optional extra; a missing one is an ImportError of one line
 naming `pip install 'rlfleet[<extra>]'`.
