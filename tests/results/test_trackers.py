@@ -223,3 +223,8 @@ def test_tune_callbacks_track_each_trial(ray_session, tmp_path, monkeypatch):
     assert sorted(_wandb_run(trial)["config"]["lr"] for trial in trials) == ["0.0001", "0.001"]
     assert all(len(_wandb_run(trial)["history"]) == 2 and len(_wandb_run(trial)["artifacts"]) == 2
                for trial in trials)
+    from rlfleet.results.run_summary import summarize_run
+
+    for trial in trials:  # `rlfleet runs` reads Tune's trial folders too
+        summary = summarize_run(str(trial))
+        assert (summary.algorithm, summary.env, summary.status, summary.steps) == ("PPO", "CartPole-v1", "finished", 400)
