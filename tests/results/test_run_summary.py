@@ -58,3 +58,21 @@ def test_a_killed_run_is_running_then_failed(tmp_path):
         proc.wait(timeout=60)
     summary = summarize_run(run)
     assert (summary.status, summary.reason) == ("failed", "its process is gone without closing the run (killed?)")
+
+
+def test_a_run_that_raises_is_failed_with_the_error(tmp_path):
+    import pytest
+
+    from rlfleet import register_env
+    from tests.envs import FaultyEnv
+
+    register_env("faulty_for_status", FaultyEnv)
+    # 5-step episodes, 100 steps an iteration: the 30th episode (iteration 2) raises.
+    config = {"env_config": {"fault": "raise", "episode": 30}, "train_batch_size": 100, "rollout_fragment_length": 100,
+              "sgd_minibatch_size": 50,
+              "num_sgd_iter": 1}
+    with pytest.raises(Exception, match="boom"):
+        main(["train", "--run", "PPO", "--env", "faulty_for_status", "-q", "--local-dir", str(tmp_path),
+              "--config", json.dumps(config)])
+    (summary,) = list_runs([str(tmp_path)])
+    assert summary.status == "failed" and "boom" in summary.reason and summary.steps == 100

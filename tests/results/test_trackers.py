@@ -158,7 +158,8 @@ def test_wandb_offline_run_holds_config_metrics_and_checkpoints(tmp_path, monkey
     trainer.train()
     trainer.stop()
     run = _wandb_run(tmp_path / "run")
-    assert run["name"] == "run" and run["config"]["lr"] == "0.0007"
+    assert run["name"] == "run" and run["config"]["lr"] == 0.0007  # the config as it is, nested
+    assert run["config"]["model"]["fcnet_hiddens"] == [256, 256]
     assert [(h["_step"], h["episode_reward_mean"]) for h in run["history"]] == \
         [(r["timesteps_total"], r["episode_reward_mean"]) for r in _results(tmp_path / "run")]
     ((name, files),) = run["artifacts"]
@@ -220,7 +221,7 @@ def test_tune_callbacks_track_each_trial(ray_session, tmp_path, monkeypatch):
         assert [m.step for m in client.get_metric_history(run.info.run_id, "training_iteration")] == [200, 400]
         assert sorted(f.path for f in client.list_artifacts(run.info.run_id)) == ["checkpoint_1", "checkpoint_2"]
     trials = [Path(result.path) for result in grid]
-    assert sorted(_wandb_run(trial)["config"]["lr"] for trial in trials) == ["0.0001", "0.001"]
+    assert sorted(_wandb_run(trial)["config"]["lr"] for trial in trials) == [0.0001, 0.001]
     assert all(len(_wandb_run(trial)["history"]) == 2 and len(_wandb_run(trial)["artifacts"]) == 2
                for trial in trials)
     from rlfleet.results.run_summary import summarize_run

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from rlfleet.results.trackers import Tracker, TrackerLogger, import_tracker
+from rlfleet.results.trackers import Tracker, TrackerLogger, import_tracker, tracked_params
 
 MLFLOW_OPTIONS: Dict[str, str] = {
     "tracking_uri": "where runs go (default: $MLFLOW_TRACKING_URI, else <results folder>/mlflow)",
@@ -73,14 +73,14 @@ class MLflowTracker(Tracker):
                 raise
             return found.experiment_id
 
-    def start(self, name: str, params: Mapping[str, str]) -> None:
+    def start(self, name: str, config: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
         tags = {str(k): str(v) for k, v in (self.options.get("tags") or {}).items()}
         run = self.client.create_run(self._experiment_id(), run_name=self.options.get("run_name") or name, tags=tags)
         self.run_id = run.info.run_id
         items = [Param(key, value if len(value) <= _MAX_PARAM_LENGTH else value[:_MAX_PARAM_LENGTH - 3] + "...")
-                 for key, value in params.items()]
+                 for key, value in tracked_params(config).items()]
         for i in range(0, len(items), _PARAMS_PER_CALL):
             self.client.log_batch(self.run_id, params=items[i:i + _PARAMS_PER_CALL])
 

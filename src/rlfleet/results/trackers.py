@@ -3,7 +3,7 @@ metrics as trackers take them, the checkpoints to upload, the options check, and
 `TrackerLogger`, the `logger_config` logger that drives a tracker.
 
 A tracker is one run of an experiment-tracking service, driven by four calls:
-`start(name, params)`, `log(metrics, step)` for every result, `log_checkpoint(path)` for
+`start(name, config)`, `log(metrics, step)` for every result, `log_checkpoint(path)` for
 every checkpoint folder written, and `finish()`. `TrackerLogger` calls them from a run's
 results (`rlfleet train`, a `Trainer`, a Tune trial's trainer); the Tune callbacks
 (`rlfleet.results.trial_trackers`, through `rlfleet.tune`) call them from Tune's driver, one tracker per trial.
@@ -119,8 +119,8 @@ class Tracker:
 
     options: Mapping[str, Any] = {}
 
-    def start(self, name: str, params: Mapping[str, str]) -> None:
-        """Opens the run, named `name`, with the config's `params`."""
+    def start(self, name: str, config: Mapping[str, Any]) -> None:
+        """Opens the run, named `name`, recording the run's `config` (JSON-safe values)."""
         raise NotImplementedError  # each service opens its run its own way
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
@@ -159,11 +159,12 @@ class TrackerLogger(Logger):
         raise NotImplementedError  # each service builds its own tracker
 
     def on_config(self, config: Mapping[str, Any], run_dir: str) -> None:
-        self._open(run_dir, tracked_params(config))
+        self._open(run_dir, config)
 
-    def _open(self, run_dir: str, params: Mapping[str, str]) -> None:
+    def _open(self, run_dir: str, config: Mapping[str, Any]) -> None:
         self._tracker = self.make_tracker(self.options, run_dir)
-        self._tracker.start(os.path.basename(os.path.normpath(run_dir)), params)
+        safe = to_jsonable(dict(config))
+        self._tracker.start(os.path.basename(os.path.normpath(run_dir)), safe if isinstance(safe, dict) else {})
         self._watch = CheckpointWatch(run_dir)
 
     def _upload_checkpoints(self) -> None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping
 
 from rlfleet.results.mlflow_tracker import MLFLOW_OPTIONS, MLflowTracker
-from rlfleet.results.trackers import Tracker, check_options, import_tracker, result_step, tracked_metrics, tracked_params
+from rlfleet.results.result_values import to_jsonable
+from rlfleet.results.trackers import Tracker, check_options, import_tracker, result_step, tracked_metrics
 from rlfleet.results.wandb_tracker import WANDB_OPTIONS, WandbTracker, default_mode
 
 
@@ -32,9 +33,10 @@ class TrialTrackers:
         self._trackers: Dict[str, Tracker] = {}
 
     def start(self, trial_id: str, name: str, trial_dir: str, config: Mapping[str, Any]) -> None:
-        """Opens the trial's tracker run with its config as parameters."""
+        """Opens the trial's tracker run recording its config."""
         tracker = self._make(trial_dir)
-        tracker.start(name, tracked_params(config))
+        safe = to_jsonable(dict(config))
+        tracker.start(name, safe if isinstance(safe, dict) else {})
         self._trackers[trial_id] = tracker
 
     def result(self, trial_id: str, result: Mapping[str, Any]) -> None:

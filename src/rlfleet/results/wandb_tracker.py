@@ -72,14 +72,14 @@ class WandbTracker(Tracker):
         self.dir = os.path.expanduser(options.get("dir") or run_dir)
         self.run: Any = None
 
-    def start(self, name: str, params: Mapping[str, str]) -> None:
+    def start(self, name: str, config: Mapping[str, Any]) -> None:
         os.makedirs(self.dir, exist_ok=True)
         # "create_new": each Tune trial tracked from one driver is a run of its own
         # (https://docs.wandb.ai/guides/runs/multiple-runs-per-process/).
         self.run = self.wandb.init(
             project=self.options.get("project") or "rlfleet", entity=self.options.get("entity"),
             group=self.options.get("group"), name=self.options.get("name") or name, tags=self.options.get("tags"),
-            dir=self.dir, config=dict(params), mode=self.mode, reinit="create_new")
+            dir=self.dir, config=dict(config), mode=self.mode, reinit="create_new")
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         # W&B wants steps that never go down; `timesteps_total` only grows within a run.
