@@ -252,7 +252,8 @@ def _tracker_callback(trackers: Any) -> Any:
         def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
             trackers.start(trial.trial_id, str(trial), trial.local_path, trial.config)
 
-        def on_trial_result(self, iteration: int, trials: list, trial: Any, result: Dict[str, Any], **info: Any) -> None:
+        def on_trial_result(self, iteration: int, trials: list, trial: Any, result: Dict[str, Any],
+                            **info: Any) -> None:
             trackers.result(trial.trial_id, result)
 
         def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:

@@ -228,4 +228,5 @@ def test_tune_callbacks_track_each_trial(ray_session, tmp_path, monkeypatch):
 
     for trial in trials:  # `rlfleet runs` reads Tune's trial folders too
         summary = summarize_run(str(trial))
-        assert (summary.algorithm, summary.env, summary.status, summary.steps) == ("PPO", "CartPole-v1", "finished", 400)
+        assert (summary.algorithm, summary.env, summary.status, summary.steps) == \
+            ("PPO", "CartPole-v1", "finished", 400)
