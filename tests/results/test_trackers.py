@@ -120,6 +120,8 @@ def _wandb_records(path: Path) -> Iterator[Any]:
             pos += 32768 - pos % 32768
             continue
         _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if pos + 7 + length > len(data):  # a chunk still being written
+            return
         pending += data[pos + 7:pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):
@@ -131,6 +133,12 @@ def _wandb_records(path: Path) -> Iterator[Any]:
 
 def _wandb_run(folder: Path) -> Dict[str, Any]:
     (path,) = folder.glob("wandb/offline-run-*/run-*.wandb")
+    # W&B's service writes the file behind `run.finish()` (now and then it holds only its
+    # header when finish returns): read it once it ends with the run's "exit" record.
+    deadline = time.monotonic() + 60
+    while not any(r.WhichOneof("record_type") == "exit" for r in _wandb_records(path)):
+        assert time.monotonic() < deadline, f"{path} never got the run's exit record"
+        time.sleep(0.2)
     out: Dict[str, Any] = {"history": [], "artifacts": [], "config": {}}
     for record in _wandb_records(path):
         kind = record.WhichOneof("record_type")
