@@ -228,6 +228,7 @@ def test_tune_callbacks_track_each_trial(ray_session, tmp_path, monkeypatch):
         assert run.info.status == "FINISHED"
         assert [m.step for m in client.get_metric_history(run.info.run_id, "training_iteration")] == [200, 400]
         assert sorted(f.path for f in client.list_artifacts(run.info.run_id)) == ["checkpoint_1", "checkpoint_2"]
+    assert (tmp_path / "artifacts").is_dir()  # beside the SQLite store given, not in the working folder
     trials = [Path(result.path) for result in grid]
     assert sorted(_wandb_run(trial)["config"]["lr"] for trial in trials) == [0.0001, 0.001]
     assert all(len(_wandb_run(trial)["history"]) == 2 and len(_wandb_run(trial)["artifacts"]) == 2

@@ -9,7 +9,8 @@ server`), else `$MLFLOW_TRACKING_URI`, else a local store beside the run folders
 `<results folder>/mlflow/mlflow.db` (SQLite; MLflow 3 keeps its file store in maintenance
 mode, https://mlflow.org/docs/latest/self-hosting/migrate-from-file-store) with artifacts in
 `<results folder>/mlflow/artifacts/`, shown by
-`mlflow ui --backend-store-uri sqlite:///<results folder>/mlflow/mlflow.db`.
+`mlflow ui --backend-store-uri sqlite:///<results folder>/mlflow/mlflow.db`. Any `sqlite:///` store
+keeps its artifacts in `artifacts/` beside its file.
 
 Everything goes through `MlflowClient` with explicit run ids, never MLflow's "active run":
 several trials tracked from one Tune driver never mix.
@@ -49,12 +50,16 @@ class MLflowTracker(Tracker):
 
         self.options = dict(options)
         uri = options.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
-        self._artifacts: Optional[str] = None
         if not uri:
             store = local_store(run_dir)
             os.makedirs(store, exist_ok=True)
             uri = "sqlite:///" + os.path.join(store, "mlflow.db")
-            self._artifacts = "file://" + os.path.join(store, "artifacts")
+        # A local SQLite store keeps its artifacts beside it (MLflow's own default is ./mlruns
+        # in whatever folder the process runs in); a server or other store decides itself.
+        self._artifacts: Optional[str] = None
+        if uri.startswith("sqlite:///"):
+            self._artifacts = "file://" + os.path.join(os.path.dirname(os.path.abspath(uri[len("sqlite:///"):])),
+                                                       "artifacts")
         self.tracking_uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         self.run_id: Optional[str] = None
