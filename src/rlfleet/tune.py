@@ -269,6 +269,67 @@ def trainable(algo: Union[str, type]) -> type:
     return RlfleetTrainable
 
 
+def _tracker_callback(trackers: Any) -> Any:
+    """`trackers` (a `rlfleet.results.trial_trackers.TrialTrackers`) as a Tune `Callback`."""
+    tune = import_tune()
+
+    class TrackerCallback(tune.Callback):
+        def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            trackers.start(trial.trial_id, str(trial), trial.local_path, trial.config)
+
+        def on_trial_result(self, iteration: int, trials: list, trial: Any, result: Dict[str, Any],
+                            **info: Any) -> None:
+            trackers.result(trial.trial_id, result)
+
+        def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+            trackers.checkpoint(trial.trial_id, checkpoint)
+
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            trackers.finish(trial.trial_id)
+
+        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            trackers.finish(trial.trial_id, failed=True)
+
+        def on_experiment_end(self, trials: list, **info: Any) -> None:
+            trackers.finish_all()
+
+    return TrackerCallback()
+
+
+def mlflow_callback(**options: Any) -> Any:
+    """A Tune callback tracking each trial as an MLflow run, from the driver
+    (`tune.RunConfig(callbacks=[mlflow_callback(experiment_name="sweep")])`).
+
+    Args:
+        options: the `logger_config` "mlflow" options (`rlfleet.results.mlflow_tracker.MLFLOW_OPTIONS`).
+
+    Raises:
+        ValueError: an unknown option.
+        ModuleNotFoundError: mlflow is missing (`pip install 'rlfleet[mlflow]'`).
+        ImportError: Ray Tune is missing.
+    """
+    from rlfleet.results.trial_trackers import mlflow_trials
+
+    return _tracker_callback(mlflow_trials(**options))
+
+
+def wandb_callback(**options: Any) -> Any:
+    """A Tune callback tracking each trial as a W&B run (offline unless logged in), from the
+    driver (`tune.RunConfig(callbacks=[wandb_callback(project="sweep")])`).
+
+    Args:
+        options: the `logger_config` "wandb" options (`rlfleet.results.wandb_tracker.WANDB_OPTIONS`).
+
+    Raises:
+        ValueError: an unknown option or mode.
+        ModuleNotFoundError: wandb is missing (`pip install 'rlfleet[wandb]'`).
+        ImportError: Ray Tune is missing.
+    """
+    from rlfleet.results.trial_trackers import wandb_trials
+
+    return _tracker_callback(wandb_trials(**options))
+
+
 def register(*algorithms: str) -> Dict[str, type]:
     """Registers rlfleet's algorithms with Tune as "rlfleet.<name>" ("rlfleet.PPO", ...), so
     that `tune.run("rlfleet.PPO", ...)` and `tune.Tuner("rlfleet.PPO", ...)` find them.
@@ -390,6 +451,6 @@ def run_experiments(experiments: Dict[str, Dict[str, Any]], *, verbose: int = 1)
     return tune.run_experiments(specs, verbose=verbose)
 
 
-__all__ = ["TUNE_INSTALL_HINT", "accept_builders", "find_search_space", "import_tune", "register",
+__all__ = ["TUNE_INSTALL_HINT", "accept_builders", "find_search_space", "import_tune", "mlflow_callback", "register",
            "resolve_search_spaces", "route_algorithm_name", "run_experiments", "trainable", "tune_available",
-           "tune_name"]
+           "tune_name", "wandb_callback"]

@@ -254,7 +254,7 @@ def test_tensorboard_missing_is_silent(tmp_path, monkeypatch):
     monkeypatch.setattr(rl_logger, "_open_event_file", lambda logdir: None)
     with UnifiedLogger({}, str(tmp_path)) as log:
         log.on_result({"training_iteration": 1, "timesteps_total": 10})
-    assert sorted(os.listdir(tmp_path)) == ["params.json", "progress.csv", "result.json"]
+    assert sorted(os.listdir(tmp_path)) == ["params.json", "progress.csv", "result.json", "run_status.json"]
 
 
 def test_real_tb_factory_never_raises(tmp_path):

@@ -10,6 +10,7 @@ from rlfleet.cli.checkpoint import add_checkpoint_parser
 from rlfleet.cli.commands import cmd_config, cmd_evaluate, cmd_list, cmd_plot
 from rlfleet.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 from rlfleet.cli.missing_packages import missing_package_hint
+from rlfleet.cli.runs import add_runs_parsers
 from rlfleet.cli.serve import add_serve_parser
 from rlfleet.cli.train import cmd_train
 
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.set_defaults(func=cmd_plot, subparser=plot, verbose=0)
     add_serve_parser(subs)
     add_checkpoint_parser(subs)
+    add_runs_parsers(subs)
     return parser
 
 

@@ -14,7 +14,8 @@ from typing import Optional
 EXTRA_OF_MODULE = {
     "Box2D": "box2d", "pygame": "box2d", "ale_py": "atari", "mujoco": "mujoco", "minatar": "minatar",
     "moviepy": "video", "matplotlib": "plot", "minari": "minari", "envpool": "envpool",
-    "pettingzoo": "pettingzoo", "ray": "ray", "onnx": "onnx", "onnxruntime": "onnx",
+    "pettingzoo": "pettingzoo", "ray": "ray", "onnx": "onnx", "onnxruntime": "onnx", "mlflow": "mlflow",
+    "wandb": "wandb",
 }
 _GYMNASIUM_EXTRA = re.compile(r"gymnasium\[(\w+)\]")
 

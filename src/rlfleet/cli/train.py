@@ -16,6 +16,7 @@ from rlfleet.cli.experiments import Experiment, load_experiments
 from rlfleet.cli.results import check_stop_keys, describe_stop, format_number, format_progress, step_limit, stop_criteria_met
 from rlfleet.results.logger import make_logdir
 from rlfleet.results.progress import ProgressReporter
+from rlfleet.results.run_status import mark_ended
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,12 @@ class _Checkpointer:
             return
         self.last_iteration = iteration
         print(f"Checkpoint saved: {path}", flush=True)
+
+
+def _error_reason() -> Optional[str]:
+    """The exception being handled, in one line (the run ends in `finally` while it propagates)."""
+    exc = sys.exc_info()[1]
+    return None if exc is None else f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
 
 
 def _remove_run_folder(path: str) -> None:
@@ -113,6 +120,7 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
                                  exp.local_dir)
     trainer = None
     code = EXIT_OK
+    outcome, reason = "failed", None  # how the run ended, for run_status.json (`rlfleet runs`)
     stop_signal = _StopOnSignal()
     progress = ProgressReporter(exp.stop, format_progress, live=live)
     try:
@@ -158,9 +166,11 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
                     shown = format_number(value, ".6g") or str(value)
                     print(f"Stop criterion met: {key} = {shown} >= {threshold} "
                           f"(iteration {iteration})", flush=True)
+                outcome = "finished"
                 break
             if stop_signal.signum is not None:
                 code = stop_signal.exit_code
+                outcome, reason = "stopped", signal.Signals(stop_signal.signum).name
                 print(f"Interrupted ({signal.Signals(stop_signal.signum).name}) after iteration {iteration}: "
                       "stopping.", flush=True)
                 break
@@ -168,6 +178,7 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
             checkpointer.save(trainer, result.get("training_iteration"))
     except KeyboardInterrupt:
         code = stop_signal.exit_code or EXIT_INTERRUPTED
+        outcome, reason = "stopped", "interrupted"
         print("\nInterrupted (Ctrl-C): stopping.", flush=True)
         if trainer is not None and exp.checkpoint_at_end:
             try:
@@ -182,6 +193,7 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
                 trainer.stop()
             except Exception:
                 logger.exception("trainer.stop() failed")
+            mark_ended(trainer.logdir, outcome, reason if outcome != "failed" else _error_reason())
             print(f"Results: {trainer.logdir}", flush=True)
     return code
 

@@ -288,7 +288,9 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
     ],
     "Logging": [
         K("logger_config", None, "Result loggers: {'type': a logger class or a list of them (default: result.json, "
-                                 "progress.csv and TensorBoard events), **their options}.", logger_config),
+                                 "progress.csv and TensorBoard events), **their options}; 'MLflowLogger' and "
+                                 "'WandbLogger' track runs (rlfleet[mlflow], rlfleet[wandb]), their options under "
+                                 "'mlflow' and 'wandb'.", logger_config),
     ],
 }
 

@@ -38,9 +38,13 @@ FREE_DICTS: FrozenSet[str] = frozenset({
     "local_tf_session_args", "multiagent.policies",
 })
 
-# rlfleet's own loggers (rlfleet.logger, a layer above config: named, not imported) read no
-# option; `logdir` is UnifiedLogger's.
-_BUILT_IN_LOGGERS = frozenset({"JsonLogger", "CSVLogger", "TBXLogger"})
+# rlfleet's own loggers (rlfleet.results, a layer above config: named, not imported) and their
+# modules; the file loggers read no option, each tracker its own dict (checked by the tracker);
+# `logdir` is UnifiedLogger's.
+_BUILT_IN_LOGGERS = {"JsonLogger": "rlfleet.results.logger", "CSVLogger": "rlfleet.results.logger",
+                     "TBXLogger": "rlfleet.results.logger", "MLflowLogger": "rlfleet.results.mlflow_tracker",
+                     "WandbLogger": "rlfleet.results.wandb_tracker"}
+_TRACKER_OPTION = {"MLflowLogger": "mlflow", "WandbLogger": "wandb"}
 _LOGGER_OPTIONS = frozenset({"type", "logdir"})
 
 # Arguments the policy passes to an exploration class itself (`make_exploration`'s context).
@@ -96,13 +100,17 @@ def _check_policy_overlays(policies: Mapping[str, Any], defaults: Mapping[str, A
 
 
 def _is_built_in_logger(kind: Any) -> bool:
+    return _built_in_logger_name(kind) is not None
+
+
+def _built_in_logger_name(kind: Any) -> Optional[str]:
     if isinstance(kind, type):
-        return kind.__module__ == "rlfleet.results.logger" and kind.__name__ in _BUILT_IN_LOGGERS
+        return kind.__name__ if _BUILT_IN_LOGGERS.get(kind.__name__) == kind.__module__ else None
     if not isinstance(kind, str):
-        return False
+        return None
     module, _, name = kind.replace(":", ".").rpartition(".")
     # A bare name, or one under the loggers' module by its path or an old one (module_aliases.py).
-    return name in _BUILT_IN_LOGGERS and MOVED.get(module, module) in ("", "rlfleet.results.logger")
+    return name if name in _BUILT_IN_LOGGERS and MOVED.get(module, module) in ("", _BUILT_IN_LOGGERS[name]) else None
 
 
 def _check_logger_options(value: Mapping[str, Any], path: str) -> None:
@@ -111,10 +119,13 @@ def _check_logger_options(value: Mapping[str, Any], path: str) -> None:
     kinds = kinds if isinstance(kinds, (list, tuple)) else [kinds]
     if not all(kind is None or _is_built_in_logger(kind) for kind in kinds):
         return
+    # A tracker's options sit under its own key, taken only when that tracker is a type.
+    allowed = _LOGGER_OPTIONS | {_TRACKER_OPTION[n] for n in map(_built_in_logger_name, kinds) if n in _TRACKER_OPTION}
     for key in value:
-        if key not in _LOGGER_OPTIONS:
-            raise ValueError(unknown_key_message(key, f"{path}.{key}", _LOGGER_OPTIONS)
-                             + " (rlfleet's loggers take no options; a logger class of your own, as 'type', may)")
+        if key not in allowed:
+            raise ValueError(unknown_key_message(key, f"{path}.{key}", allowed)
+                             + " (rlfleet's file loggers take no options, MLflowLogger and WandbLogger theirs under "
+                               "'mlflow' and 'wandb'; a logger class of your own, as 'type', may take any)")
 
 
 def exploration_parameters(kind: Any) -> Optional[FrozenSet[str]]:

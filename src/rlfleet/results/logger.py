@@ -28,6 +28,7 @@ from rlfleet.results.result_values import (  # noqa: F401 (re-exported)
     is_number,
     to_jsonable,
 )
+from rlfleet.results.run_status import mark_ended, mark_running
 from rlfleet.results.run_folder import RESULTS_DIR_ENV, default_results_dir, make_logdir, sys_usage  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ class Logger:
         self.config = config
         self.logdir = logdir
         os.makedirs(logdir, exist_ok=True)
+
+    def on_config(self, config: Mapping[str, Any], run_dir: str) -> None:
+        """Gets the run's config and its run folder once, before the first result (a tracker
+        logs the config as the run's parameters and the folder's checkpoints). No-op here."""
 
     def on_result(self, result: Mapping[str, Any]) -> None:
         """Logs one result dict (as returned by `Trainer.train()`)."""
@@ -206,6 +211,9 @@ class TBXLogger(Logger):
 
 DEFAULT_LOGGERS = (JsonLogger, CSVLogger, TBXLogger)
 _BUILT_IN = {cls.__name__: cls for cls in DEFAULT_LOGGERS}
+# Experiment trackers, each an optional extra: imported only when named (by these names too).
+TRACKER_LOGGERS = {"MLflowLogger": "rlfleet.results.mlflow_tracker.MLflowLogger",
+                   "WandbLogger": "rlfleet.results.wandb_tracker.WandbLogger"}
 
 
 def _jsonable_dict(result: Mapping[str, Any]) -> Dict[str, Any]:
@@ -221,6 +229,7 @@ def _resolve_logger_class(spec: Any) -> type:
     if isinstance(spec, str):
         if spec in _BUILT_IN:
             return _BUILT_IN[spec]
+        spec = TRACKER_LOGGERS.get(spec, spec)
         import importlib
 
         module, _, name = spec.replace(":", ".").rpartition(".")
@@ -228,7 +237,8 @@ def _resolve_logger_class(spec: Any) -> type:
             spec = getattr(importlib.import_module(module), name) if module else None
         except (ImportError, AttributeError) as exc:
             raise ValueError(f"'logger_config.type': cannot import {spec!r} ({exc}); give a logger class, its "
-                             f"path 'package.module.Class', or one of {sorted(_BUILT_IN)}") from None
+                             f"path 'package.module.Class', or one of {sorted(_BUILT_IN) + sorted(TRACKER_LOGGERS)}"
+                             ) from None
     if not isinstance(spec, type):
         raise ValueError(f"'logger_config.type': {spec!r} is not a class; give a logger class (with "
                          f"on_result(result) and close()), its path 'package.module.Class', or one of "
@@ -276,10 +286,12 @@ class UnifiedLogger:
                  write_params: bool = True):
         self.logdir = logdir
         os.makedirs(logdir, exist_ok=True)
+        self._owns_status = write_params  # under Tune, the trial's status is Tune's
         if write_params:
             with open(os.path.join(logdir, "params.json"), "w", encoding="utf-8") as f:
                 json.dump(to_jsonable(config), f, indent=2, sort_keys=True)
                 f.write("\n")
+            mark_running(logdir)
         options = dict(config.get("logger_config") or {}) if isinstance(config, Mapping) else {}
         options.pop("type", None)
         where = os.path.expanduser(options.pop("logdir", None) or logdir)
@@ -288,8 +300,13 @@ class UnifiedLogger:
         try:
             for cls in classes:
                 self.loggers.append(cls(options, where))
-        except BaseException:
+            for log in self.loggers:
+                if isinstance(log, Logger):  # the hook is ours; Tune's loggers lack it
+                    log.on_config(config, logdir)
+        except BaseException as exc:
             self._close_all()
+            if write_params:
+                mark_ended(logdir, "failed", f"a logger could not start: {type(exc).__name__}: {exc}")
             raise
         self._closed = False
 
@@ -318,6 +335,9 @@ class UnifiedLogger:
             return
         self._closed = True
         self._close_all()
+        if self._owns_status:
+            # The CLI records "finished" / "failed" itself; a run closed from Python stopped.
+            mark_ended(self.logdir, "stopped", only_if_running=True)
 
     def _close_all(self) -> None:
         for log in self.loggers:
