@@ -17,7 +17,7 @@ from rlfleet.cli.experiments import Experiment, load_experiments
 from rlfleet.cli.resume import Finished, ResumePoint, experiment_from_run, resume_points
 from rlfleet.cli.results import describe_stop, format_number, format_progress, stop_criteria_met, warn_missing_stop_keys
 from rlfleet.results.logger import make_logdir
-from rlfleet.results.rewind import rewind_logs
+from rlfleet.results.rewind import last_logged_result
 from rlfleet.results.run_record import config_digest, end_record, start_record
 from rlfleet.results.progress import ProgressReporter
 
@@ -127,15 +127,21 @@ def _record_entries(exp: Experiment) -> Dict[str, Any]:
 
 def _start_trainer(exp: Experiment, trainer_cls: type, verbosity: int, resume: Optional[ResumePoint]) -> Any:
     """The trainer of a new run (in a new run folder), or of a resumed one (in its folder,
-    restored from its checkpoint, its logs rewound to it)."""
+    restored from its checkpoint, which rewinds its logs to it: `Trainer.restore`)."""
     if resume is not None:
         iteration = int(resume.checkpoint.manifest["iteration"])
-        rewound = rewind_logs(resume.run_dir, iteration)
-        trainer = trainer_cls.from_checkpoint(resume.checkpoint, logdir=resume.run_dir)
+        last = last_logged_result(resume.run_dir) or {}
+        logged = last.get("training_iteration") if isinstance(last.get("training_iteration"), int) else iteration
+        from rlfleet.checkpoint import CheckpointError  # numpy: only when resuming
+
+        try:
+            trainer = trainer_cls.from_checkpoint(resume.checkpoint, logdir=resume.run_dir)
+        except CheckpointError as exc:  # e.g. a recorded class from a module not trusted
+            raise UsageError(f"argument --resume: {exc}") from None
         counters = resume.checkpoint.manifest.get("counters") or {}
         print(f"Resuming {resume.run_dir} from {os.path.basename(resume.checkpoint.path)} (iteration {iteration}, "
-              f"{counters.get('num_env_steps_sampled', 0)} timesteps); {rewound.iterations_dropped} logged "
-              "iteration(s) after it will be trained again.", flush=True)
+              f"{counters.get('num_env_steps_sampled', 0)} timesteps); its logs are cut to it, and the "
+              f"{max(0, logged - iteration)} iteration(s) logged after it are trained again.", flush=True)
         return trainer
     # Made here, named as the trainer would name it, so that a run failing at start-up
     # (bad config, env that cannot be made) leaves no folder behind.
