@@ -203,3 +203,14 @@ def test_resume_experiments_of_a_file(tmp_path, capsys):
     assert cli.main(["train", "-f", str(path), "--resume", "-q"]) == 0
     assert "changed since the run" in capsys.readouterr().out
     assert read_checkpoint(os.path.join(run_dir, "checkpoint_4")).manifest["user_config"].get("lr") is None
+
+
+def test_resuming_without_the_replay_buffer_says_so(tmp_path, capsys):
+    config = dict(DQN, store_buffer_in_checkpoints=False, timesteps_per_iteration=50)
+    assert cli.main(["train", "--run", "DQN", "--env", "CartPole-v1", "--config", json.dumps(config), "--stop",
+                     '{"training_iteration": 1}', "--checkpoint-freq", "1", "--local-dir", str(tmp_path), "-q"]) == 0
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", _run_folder(tmp_path), "--stop", '{"training_iteration": 2}', "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "hold no replay buffer (store_buffer_in_checkpoints: false)" in out
+    assert "Stop criterion met: training_iteration = 2" in out

@@ -289,5 +289,3 @@ def remove_checkpoint(path: str) -> None:
     aside = temp_sibling(path)
     os.rename(path, aside)
     shutil.rmtree(aside, ignore_errors=True)
-
-

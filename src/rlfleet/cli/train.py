@@ -142,6 +142,10 @@ def _start_trainer(exp: Experiment, trainer_cls: type, verbosity: int, resume: O
         print(f"Resuming {resume.run_dir} from {os.path.basename(resume.checkpoint.path)} (iteration {iteration}, "
               f"{counters.get('num_env_steps_sampled', 0)} timesteps); its logs are cut to it, and the "
               f"{max(0, logged - iteration)} iteration(s) logged after it are trained again.", flush=True)
+        if trainer.config.get("store_buffer_in_checkpoints") is False:  # an algorithm with a replay buffer
+            print("Note: this run's checkpoints hold no replay buffer (store_buffer_in_checkpoints: false), so it "
+                  "goes on with an empty one and will not repeat an uninterrupted run exactly; set "
+                  "store_buffer_in_checkpoints: true in the config of runs to resume exactly.", flush=True)
         return trainer
     # Made here, named as the trainer would name it, so that a run failing at start-up
     # (bad config, env that cannot be made) leaves no folder behind.
