@@ -200,7 +200,11 @@ def tiny_argv(argv: List[str]) -> List[str]:
         config = dict(json.loads(argv[config_at]) if config_at is not None else {}, **TINY_CONFIG)
         if any("sgd_minibatch_size" in get_trainer_class(a)._default_config for a in _algorithms(argv)):
             config["sgd_minibatch_size"] = TINY_SGD_MINIBATCH
+        resume_at = _option(argv, "--resume")
+        resumes_a_folder = resume_at is not None and not argv[resume_at].startswith("-")
         for name, value, at in (("--stop", stop, stop_at), ("--config", config, config_at)):
+            if name == "--config" and resumes_a_folder:
+                continue  # a resumed run keeps the config its checkpoint records
             if at is None:
                 argv += [name, json.dumps(value)]
             else:

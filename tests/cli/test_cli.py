@@ -82,7 +82,7 @@ class FakeTrainer:
             raise AssertionError("stop criteria never triggered")
         return result
 
-    def save(self):
+    def save(self, checkpoint_dir=None, *, keep_checkpoints_num=None, continue_from_checkpoint=False):
         path = os.path.join(self.logdir, f"checkpoint_{self.iteration:06d}")
         self.saves.append(path)
         return path

@@ -276,17 +276,20 @@ def list_checkpoints(parent: str) -> List[str]:
 
 def prune_checkpoints(parent: str, keep: int, protect: Optional[str] = None) -> List[str]:
     """Deletes all but the `keep` newest checkpoints in `parent` (never `protect`); returns
-    the deleted paths. A folder is renamed aside before deletion, so a crash mid-way never
-    leaves a half-deleted folder under a checkpoint's name."""
+    the deleted paths (each removed by `remove_checkpoint`)."""
     if keep is None or keep < 1:
         raise ValueError(f"keep_checkpoints_num must be an int >= 1, got {keep!r}")
     existing = list_checkpoints(parent)
     protect = os.path.abspath(protect) if protect else None
     doomed = [p for p in existing[:-keep] if os.path.abspath(p) != protect] if len(existing) > keep else []
     for p in doomed:
-        aside = temp_sibling(p)
-        os.rename(p, aside)
-        shutil.rmtree(aside, ignore_errors=True)
+        remove_checkpoint(p)
     return doomed
 
 
+def remove_checkpoint(path: str) -> None:
+    """Deletes the checkpoint folder `path`, renamed aside first: a crash mid-way never
+    leaves a half-deleted folder under a checkpoint's name."""
+    aside = temp_sibling(path)
+    os.rename(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)

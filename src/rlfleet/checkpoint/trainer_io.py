@@ -87,13 +87,25 @@ def save_trainer(trainer, checkpoint_dir: Optional[str] = None, keep_checkpoints
 
 def restore_trainer(trainer, path: Any, checkpoint: Optional[Checkpoint] = None) -> None:
     """Reads, verifies and applies (`trainer.set_state`) the checkpoint at `path` (a folder, or
-    a folder or Ray Tune `Checkpoint` holding one, as `trainer_from_checkpoint` takes); see
-    `Trainer.restore`. Nothing changes when the checkpoint is damaged or does not fit."""
+    a folder or Ray Tune `Checkpoint` holding one, as `trainer_from_checkpoint` takes), or the
+    one already read, `checkpoint`; see `Trainer.restore`. Nothing changes when the checkpoint
+    is damaged or does not fit. One of the trainer's own results folder rewinds its logs."""
     ck = checkpoint or read_checkpoint(checkpoint_folder(path))
     try:
         trainer.set_state(trainer_state(ck))
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"checkpoint {ck.path!r} does not fit this trainer: {exc}") from exc
+    # A checkpoint of the trainer's own run folder: the run goes back to its iteration, and so
+    # do the logs (the iterations after it will be logged again).
+    if _same_folder(os.path.dirname(os.path.abspath(ck.path)), trainer.logdir):
+        trainer.rewind_logs(int(ck.manifest["iteration"]))
+
+
+def _same_folder(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 
@@ -104,14 +116,14 @@ def trainer_from_checkpoint(cls: type, algorithm: Optional[str], path: Any, conf
     Args:
         cls: the class `from_checkpoint` was called on.
         path: the checkpoint folder, or a folder or Ray Tune `Checkpoint` holding one (see
-            `rlfleet.checkpoint.located`).
+            `rlfleet.checkpoint.located`), or a `Checkpoint` already read.
         algorithm: its algorithm name; None (the base class): the checkpoint's algorithm,
             looked up in the registry.
         trusted_modules: modules (packages) whose recorded classes and functions may be
             imported, besides rlfleet, gymnasium and the user's modules already imported.
         trainer_base: `Trainer` (never accepted as a config value; see `import_gate`).
     """
-    ck = read_checkpoint(checkpoint_folder(path))
+    ck = path if isinstance(path, Checkpoint) else read_checkpoint(checkpoint_folder(path))
     algo = ck.manifest["algorithm"]
     trainer_cls = cls
     if algorithm is None:

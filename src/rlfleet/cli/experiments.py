@@ -6,6 +6,7 @@ import argparse
 import copy
 import difflib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -17,8 +18,13 @@ from rlfleet.results.logger import flatten_dict
 # spaces in `config` (`{grid_search: [...]}`, `{choice: [...]}`, ...) or `num_samples` > 1 run
 # the experiment through Ray Tune (rlfleet.tune); any other key is an error (a misspelt `stop:`
 # would otherwise train forever).
-_EXPERIMENT_KEYS = ("run", "env", "stop", "config", "local_dir", "checkpoint_freq",
+_EXPERIMENT_KEYS = ("run", "env", "stop", "config", "local_dir", "checkpoint_freq", "checkpoint_every_s",
                     "checkpoint_at_end", "keep_checkpoints_num", "num_samples")
+
+# A run trained in this process checkpoints this often (seconds) unless told otherwise, so that
+# a run killed by preemption or the OOM killer can be resumed (`rlfleet train --resume`) having
+# lost at most this much training.
+DEFAULT_CHECKPOINT_EVERY_S = 600.0
 
 _STOP_EXAMPLE = '\'{"episode_reward_mean": 450}\''
 _CONFIG_EXAMPLE = '\'{"lr": 0.001}\''
@@ -35,9 +41,11 @@ class Experiment:
     config: Dict[str, Any] = field(default_factory=dict)
     local_dir: Optional[str] = None
     checkpoint_freq: int = 0
+    checkpoint_every_s: float = 0.0
     checkpoint_at_end: bool = False
     keep_checkpoints_num: Optional[int] = None
     num_samples: int = 1
+    config_file: Optional[str] = None  # the YAML file it came from (absolute), if any
 
     @property
     def needs_tune(self) -> bool:
@@ -114,6 +122,36 @@ def _check_experiment_keys(spec: Mapping[str, Any], where: str) -> None:
         raise UsageError(f"{where}: unknown key {key!r}; {hint}An experiment takes {list(_EXPERIMENT_KEYS)}")
 
 
+def cli_stop(args: argparse.Namespace) -> Dict[str, float]:
+    """The stop criteria given with --stop (empty without it)."""
+    if args.stop is None:
+        return {}
+    return _normalize_stop(_parse_json_object(args.stop, "--stop"), "argument --stop")
+
+
+def checked_checkpoint_settings(args: argparse.Namespace, spec: Mapping[str, Any], where: str) -> Dict[str, Any]:
+    """`checkpoint_freq`, `checkpoint_every_s`, `checkpoint_at_end`, `keep_checkpoints_num`:
+    the flags given, else `spec`'s entries (an experiment of a file, or a run's run.json),
+    else the defaults; each checked.
+
+    Raises:
+        UsageError: naming the setting, the value and what is valid.
+    """
+    freq = args.checkpoint_freq if args.checkpoint_freq is not None else spec.get("checkpoint_freq", 0)
+    if isinstance(freq, bool) or not isinstance(freq, int) or freq < 0:
+        raise UsageError(f"{where}: checkpoint_freq must be an integer >= 0, got {freq!r}")
+    every = getattr(args, "checkpoint_every_s", None)
+    every = every if every is not None else spec.get("checkpoint_every_s", DEFAULT_CHECKPOINT_EVERY_S)
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
+        raise UsageError(f"{where}: checkpoint_every_s must be a number of seconds >= 0 (0: never), got {every!r}")
+    keep = getattr(args, "keep_checkpoints_num", None)
+    keep = keep if keep is not None else spec.get("keep_checkpoints_num")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise UsageError(f"{where}: keep_checkpoints_num must be an integer >= 1, got {keep!r}")
+    return {"checkpoint_freq": freq, "checkpoint_every_s": float(every), "keep_checkpoints_num": keep,
+            "checkpoint_at_end": bool(args.checkpoint_at_end or spec.get("checkpoint_at_end"))}
+
+
 def load_experiments(args: argparse.Namespace) -> List[Experiment]:
     """Builds the experiments to run from parsed ``rlfleet train`` arguments.
 
@@ -131,8 +169,7 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
         UsageError: bad JSON/YAML, missing ``--run``, non-numeric stop thresholds, or
             a bad ``num_samples``.
     """
-    cli_stop = _normalize_stop(_parse_json_object(args.stop, "--stop"), "argument --stop") \
-        if args.stop is not None else {}
+    stop_flag = cli_stop(args)
     cli_config = _parse_json_object(args.config, "--config") if args.config is not None else {}
 
     if args.config_file:
@@ -172,16 +209,8 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
             raise UsageError(f"{where}: num_samples must be an integer >= 1, got {samples!r}")
 
         stop = _normalize_stop(spec.get("stop"), where)
-        stop.update(cli_stop)
+        stop.update(stop_flag)
 
-        freq = args.checkpoint_freq if args.checkpoint_freq is not None \
-            else spec.get("checkpoint_freq", 0)
-        if isinstance(freq, bool) or not isinstance(freq, int) or freq < 0:
-            raise UsageError(f"{where}: checkpoint_freq must be an integer >= 0, got {freq!r}")
-        keep = getattr(args, "keep_checkpoints_num", None)
-        keep = keep if keep is not None else spec.get("keep_checkpoints_num")
-        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-            raise UsageError(f"{where}: keep_checkpoints_num must be an integer >= 1, got {keep!r}")
         experiments.append(Experiment(
             name=str(name),
             run=run,
@@ -189,9 +218,14 @@ def load_experiments(args: argparse.Namespace) -> List[Experiment]:
             stop=stop,
             config=config,
             local_dir=args.local_dir or spec.get("local_dir"),
-            checkpoint_freq=freq,
-            checkpoint_at_end=bool(args.checkpoint_at_end or spec.get("checkpoint_at_end")),
-            keep_checkpoints_num=keep,
             num_samples=samples,
+            config_file=os.path.abspath(args.config_file) if args.config_file else None,
+            **checked_checkpoint_settings(args, spec, where),
         ))
+        if experiments[-1].needs_tune:
+            if getattr(args, "checkpoint_every_s", None) is not None or "checkpoint_every_s" in spec:
+                raise UsageError(f"{where}: checkpoint_every_s applies to runs trained in this process; this "
+                                 "experiment runs through Ray Tune (a search space or num_samples > 1), which "
+                                 "checkpoints every checkpoint_freq iterations")
+            experiments[-1].checkpoint_every_s = 0.0
     return experiments

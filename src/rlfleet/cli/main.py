@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  rlfleet train --run PPO --env CartPole-v1 "
                "--stop '{\"episode_reward_mean\": 450}'\n"
-               "  rlfleet train -f tuned_examples/ppo/cartpole-ppo.yaml",
+               "  rlfleet train -f tuned_examples/ppo/cartpole-ppo.yaml\n"
+               "  rlfleet train --resume ~/rlfleet_results/PPO_CartPole-v1_2026-01-01_12-00-00_a1b2c3",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument("--run", help="algorithm name, e.g. PPO (see `rlfleet list`)")
     train.add_argument("--env", help="environment id, e.g. CartPole-v1")
@@ -48,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "or ~/rlfleet_results)")
     train.add_argument("--checkpoint-freq", type=int, default=None, metavar="N",
                        help="save a checkpoint every N iterations (0: never)")
+    train.add_argument("--checkpoint-every-s", type=float, default=None, metavar="S",
+                       help="also save a checkpoint every S seconds (default 600; 0: never), to resume from "
+                            "if the run dies")
+    train.add_argument("--resume", nargs="?", const=True, default=None, metavar="RUN_DIR",
+                       help="continue the run in RUN_DIR from its newest intact checkpoint; with -f FILE and "
+                            "no RUN_DIR: continue each experiment's newest run (start those that have none)")
     train.add_argument("--checkpoint-at-end", action="store_true", default=False,
                        help="save a checkpoint when training ends")
     train.add_argument("--keep-checkpoints-num", type=int, default=None, metavar="N",

@@ -7,10 +7,15 @@ trainer's `workers` (a `WorkerSet`), `evaluator`, `callbacks`, `counters` and `c
 """
 from __future__ import annotations
 
+import logging
+import os
 import secrets
 from typing import Any, Dict, Optional
 
+from rlfleet.utils.safe_files import CheckpointError
 from rlfleet.utils.seeding import derive_seed
+
+logger = logging.getLogger(__name__)
 
 
 class TrainerState:
@@ -66,32 +71,70 @@ class TrainerState:
                              f"trainer; use Trainer.from_checkpoint(path) to rebuild a {algo} trainer")
         self.workers.local_worker().check_state_fits(state["worker"])
 
-    def save(self, checkpoint_dir: Optional[str] = None, *, keep_checkpoints_num: Optional[int] = None) -> str:
+    def save(self, checkpoint_dir: Optional[str] = None, *, keep_checkpoints_num: Optional[int] = None,
+             continue_from_checkpoint: bool = False) -> str:
         """Writes `get_state()` as a checkpoint folder `<checkpoint_dir or logdir>/checkpoint_<iteration>/`
         atomically (JSON + safetensors; loading it never runs code).
 
         Args:
             checkpoint_dir: the parent folder (default: this trainer's `logdir`).
             keep_checkpoints_num: afterwards delete all but this many newest checkpoints there.
+            continue_from_checkpoint: afterwards go on from the checkpoint as read back, exactly
+                as a run resumed from it would (`set_state`: episodes in flight restart, seeded
+                from it; remote workers derive their RNG streams from it), so that a run
+                resumed from this checkpoint repeats this one bit for bit. `rlfleet train`
+                saves so.
 
         Returns:
             The checkpoint folder's path.
         """
-        from rlfleet.checkpoint import save_trainer
+        from rlfleet.checkpoint import read_checkpoint, save_trainer, trainer_state
 
-        return save_trainer(self, checkpoint_dir, keep_checkpoints_num)
+        path = save_trainer(self, checkpoint_dir, keep_checkpoints_num)
+        if continue_from_checkpoint:
+            self.set_state(trainer_state(read_checkpoint(path)))
+        return path
 
     def restore(self, checkpoint_path: Any) -> None:
         """Restores weights, optimizer, filters, RNG states, counters and the iteration from a
         checkpoint of the same algorithm (its folder, or a folder or Ray Tune `Checkpoint`
         holding one), on every worker (`set_state`); episodes in flight restart.
 
+        A checkpoint of this trainer's own results folder (`logdir`) rewinds its logs to the
+        checkpoint's iteration (`rewind_logs`), so that a run resumed in its folder logs each
+        iteration once: `PPOTrainer(config, logdir=run_dir).restore(run_dir)`.
+
+        Args:
+            checkpoint_path: a checkpoint folder, or a run folder holding `checkpoint_<n>/`
+                folders: its newest intact checkpoint (newer damaged ones are skipped with a
+                warning naming them).
+
         Raises:
-            CheckpointError: a missing, corrupted, newer-format or non-fitting checkpoint.
+            CheckpointError: a missing, corrupted, newer-format or non-fitting checkpoint, or
+                a run folder without an intact one.
         """
         from rlfleet.checkpoint import restore_trainer
+        from rlfleet.checkpoint.newest import is_checkpoint_folder, newest_intact_checkpoint
 
-        restore_trainer(self, checkpoint_path)
+        path = os.fspath(checkpoint_path)
+        if os.path.isdir(path) and not is_checkpoint_folder(path):
+            found = newest_intact_checkpoint(path)
+            for skipped, why in found.skipped:
+                logger.warning("Skipping the damaged checkpoint %s: %s", skipped, why)
+            if found.checkpoint is not None:
+                restore_trainer(self, found.checkpoint.path, found.checkpoint)
+                return
+            if found.skipped:
+                raise CheckpointError(f"{path!r} holds no intact checkpoint: "
+                                      + "; ".join(f"{p}: {why}" for p, why in found.skipped))
+        restore_trainer(self, path)
+
+    def rewind_logs(self, iteration: int) -> Dict[str, int]:
+        """Drops the records after `iteration` from this run's result.json, progress.csv and
+        TensorBoard files (see `rlfleet.results.rewind`); returns the records dropped per file."""
+        from rlfleet.results.rewind import rewind_logs
+
+        return rewind_logs(self.logdir, iteration).dropped
 
     def save_to_object(self) -> bytes:
         """The checkpoint `save()` writes, as bytes (a ZIP of the folder: JSON + safetensors, no

@@ -1,0 +1,132 @@
+"""`run.json`: what `rlfleet train` ran in a run folder, and how the run stands.
+
+`rlfleet train` writes it when a run starts and rewrites it (atomically: a temp file, then a
+rename) when the run ends, so that `rlfleet train --resume RUN_DIR` can continue the run with
+its stop criteria and checkpoint settings, and tools listing runs can tell how each ended:
+
+    {"format": "rlfleet-run", "format_version": 1,
+     "experiment": "cartpole-ppo", "run": "PPO", "env": "CartPole-v1",
+     "config_file": "/abs/path/cartpole-ppo.yaml" or null, "config_digest": "<sha256>",
+     "stop": {"episode_reward_mean": 150}, "checkpoint_freq": 0, "checkpoint_every_s": 600,
+     "checkpoint_at_end": false, "keep_checkpoints_num": null,
+     "status": "running" | "finished" | "stopped" | "failed",
+     "pid": 1234, "host": "...", "started": "<UTC ISO time>", "updated": "...",
+     "iteration": 12, "message": "Stop criterion met: ..."}
+
+`status` is "running" from the start until the run ends: "finished" (a stop criterion was
+met), "stopped" (Ctrl-C or SIGTERM) or "failed" (an error, named in `message`). A run killed
+outright (SIGKILL, a lost machine) stays "running" with a `pid` that no longer runs.
+`config_digest` is the SHA-256 of the experiment's algorithm, env and config as JSON: a
+resume from the same YAML file notices when the file's config has changed since.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+from datetime import datetime, timezone
+from typing import Any, Dict, Mapping, Optional
+
+from rlfleet.results.result_values import to_jsonable
+
+RUN_FILE = "run.json"
+FORMAT = "rlfleet-run"
+FORMAT_VERSION = 1
+STATUSES = ("running", "finished", "stopped", "failed")
+
+
+def config_digest(run: str, env: Optional[str], config: Mapping[str, Any]) -> str:
+    """The SHA-256 of an experiment's algorithm, env and config (classes by name)."""
+    text = json.dumps(to_jsonable({"run": run, "env": env, "config": config}), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def start_record(logdir: str, experiment: Mapping[str, Any]) -> Dict[str, Any]:
+    """Writes `logdir`/run.json for a run starting (or resuming) now in this process.
+
+    Args:
+        logdir: the run folder.
+        experiment: the experiment's entries (`experiment`, `run`, `env`, `config_file`,
+            `config_digest`, `stop` and the checkpoint settings); a resumed run passes its
+            record, whose `started` is kept.
+
+    Returns:
+        The record written.
+    """
+    record = dict(experiment, format=FORMAT, format_version=FORMAT_VERSION, status="running", pid=os.getpid(),
+                  host=socket.gethostname(), updated=_now(), message=None)
+    record.setdefault("started", record["updated"])
+    _write(logdir, record)
+    return record
+
+
+def end_record(logdir: str, record: Mapping[str, Any], status: str, iteration: Optional[int],
+               message: Optional[str] = None) -> Dict[str, Any]:
+    """Rewrites run.json with the run's outcome (`status`: one of `STATUSES`)."""
+    if status not in STATUSES:
+        raise ValueError(f"run status must be one of {STATUSES}, got {status!r}")
+    out = dict(record, status=status, iteration=iteration, updated=_now(), message=message)
+    _write(logdir, out)
+    return out
+
+
+def read_record(logdir: str) -> Optional[Dict[str, Any]]:
+    """`logdir`'s run.json, or None when it has none.
+
+    Raises:
+        ValueError: the file exists but is not a run record (named, with what is wrong).
+    """
+    path = os.path.join(logdir, RUN_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path!r} is not valid JSON ({exc}); it is written by `rlfleet train`") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise ValueError(f"{path!r} is not an rlfleet run record (no \"format\": {FORMAT!r})")
+    for key, kind in (("run", str), ("stop", dict), ("status", str)):
+        if not isinstance(record.get(key), kind):
+            raise ValueError(f"{path!r} lacks a valid {key!r} entry")
+    return record
+
+
+def process_running(record: Mapping[str, Any]) -> bool:
+    """Whether the process a "running" record names still runs (on this machine; a record
+    of another machine counts as not running)."""
+    pid = record.get("pid")
+    if record.get("status") != "running" or record.get("host") != socket.gethostname() \
+            or not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: somebody's live process
+        return True
+    return _not_a_zombie(pid)
+
+
+def _not_a_zombie(pid: int) -> bool:
+    # A killed child its parent has not reaped yet still answers kill(pid, 0).
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _write(logdir: str, record: Mapping[str, Any]) -> None:
+    # Lazily: utils.safe_files imports NumPy; this module is imported at CLI start-up.
+    from rlfleet.utils.safe_files import write_file_atomic
+
+    data = (json.dumps(to_jsonable(record), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    write_file_atomic(os.path.join(logdir, RUN_FILE), data)
