@@ -85,7 +85,7 @@ def _check_resume_repeats_the_run(tmp_path, algo, config, ray_address=None):
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     run_dir = _kill_after_checkpoint(_train(tmp_path / "killed", algo, config), tmp_path / "killed", env,
                                      tmp_path / "killed.log")
-    assert json.load(open(os.path.join(run_dir, "run.json")))["status"] == "running"
+    assert json.load(open(os.path.join(run_dir, "run_status.json")))["status"] == "running"  # never closed
     resumed = subprocess.run([sys.executable, "-m", "rlfleet.cli", "train", "--resume", run_dir, "-q"], env=env,
                              cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
@@ -106,8 +106,7 @@ def _check_resume_repeats_the_run(tmp_path, algo, config, ray_address=None):
     assert [r["training_iteration"] for r in rows] == csv_iterations == tb_iterations == every
     for key in ("timesteps_total", "episodes_total", "episode_reward_mean"):
         assert [r[key] for r in rows] == [r[key] for r in ref_rows], key
-    record = json.load(open(os.path.join(run_dir, "run.json")))
-    assert record["status"] == "finished" and record["iteration"] == STOP_AT
+    assert json.load(open(os.path.join(run_dir, "run_status.json")))["status"] == "finished"
     return run_dir
 
 
@@ -142,8 +141,7 @@ def test_resume_names_what_is_missing(tmp_path, capsys):
     assert "is not a run folder of `rlfleet train`: it has no run.json" in err
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "run.json").write_text(json.dumps({"format": "rlfleet-run", "run": "PPO", "stop": {},
-                                                  "status": "running", "pid": 1, "host": "elsewhere"}))
+    (run_dir / "run.json").write_text(json.dumps({"format": "rlfleet-run", "run": "PPO", "stop": {}}))
     err = _usage_error(capsys, "train", "--resume", str(run_dir))
     assert "holds no intact checkpoint to resume from: it has no checkpoint_<n>/ folder with a manifest.json" in err
     err = _usage_error(capsys, "train", "--resume", str(run_dir), "--config", '{"lr": 0.1}')
@@ -155,9 +153,12 @@ def test_resume_names_what_is_missing(tmp_path, capsys):
 def test_resume_refuses_a_run_still_training(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "run.json").write_text(json.dumps({"format": "rlfleet-run", "run": "PPO", "stop": {},
-                                                  "status": "running", "pid": os.getppid(),
-                                                  "host": __import__("socket").gethostname()}))
+    (run_dir / "run.json").write_text(json.dumps({"format": "rlfleet-run", "run": "PPO", "stop": {}}))
+    import psutil
+
+    (run_dir / "run_status.json").write_text(json.dumps({
+        "status": "running", "pid": os.getppid(), "pid_started": psutil.Process(os.getppid()).create_time(),
+        "host": __import__("socket").gethostname()}))
     err = _usage_error(capsys, "train", "--resume", str(run_dir))
     assert f"is still being trained by process {os.getppid()}; stop it first" in err
 

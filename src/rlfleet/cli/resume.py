@@ -22,7 +22,8 @@ from rlfleet.cli.experiments import DEFAULT_CHECKPOINT_EVERY_S, Experiment, chec
 from rlfleet.cli.results import stop_criteria_met
 from rlfleet.results.rewind import last_logged_result
 from rlfleet.results.run_folder import default_results_dir
-from rlfleet.results.run_record import RUN_FILE, config_digest, process_running, read_record
+from rlfleet.results.run_record import RUN_FILE, config_digest, read_record
+from rlfleet.results.run_status import read_status
 
 # Flags that would change what a resumed run trains: refused with --resume RUN_DIR.
 _FIXED_BY_THE_RUN = (("run", "--run"), ("env", "--env"), ("config", "--config"), ("local_dir", "--local-dir"))
@@ -112,15 +113,15 @@ def resume_point(run_dir: str, record: Dict[str, Any], stop: Dict[str, float]) -
     """
     from rlfleet.checkpoint.newest import newest_intact_checkpoint
 
-    if record["status"] == "finished":
-        last = last_logged_result(run_dir)
-        if last is None or stop_criteria_met(last, stop):
-            iteration = last.get("training_iteration") if last else record.get("iteration")
-            return Finished(f"Run {run_dir} already finished (stop criteria met at iteration {iteration}); "
-                            "nothing to resume. Give a higher --stop to train it further.")
-    if process_running(record):
-        raise UsageError(f"argument --resume: {run_dir!r} is still being trained by process {record['pid']}; stop "
-                         f"it first (Ctrl-C, or kill {record['pid']}), then resume")
+    last = last_logged_result(run_dir)
+    status = read_status(run_dir, last)
+    if status.status == "finished" and (last is None or stop_criteria_met(last, stop)):
+        iteration = last.get("training_iteration") if last else None
+        return Finished(f"Run {run_dir} already finished (stop criteria met at iteration {iteration}); "
+                        "nothing to resume. Give a higher --stop to train it further.")
+    if status.status == "running":
+        raise UsageError(f"argument --resume: {run_dir!r} is still being trained by process {status.pid}; stop "
+                         f"it first (Ctrl-C, or kill {status.pid}), then resume")
     found = newest_intact_checkpoint(run_dir)
     for path, why in found.skipped:
         print(f"Skipping the damaged checkpoint {path}: {why}", flush=True)

@@ -18,7 +18,7 @@ from rlfleet.cli.resume import Finished, ResumePoint, experiment_from_run, resum
 from rlfleet.cli.results import check_stop_keys, describe_stop, format_number, format_progress, step_limit, stop_criteria_met
 from rlfleet.results.logger import make_logdir
 from rlfleet.results.rewind import last_logged_result
-from rlfleet.results.run_record import config_digest, end_record, start_record
+from rlfleet.results.run_record import config_digest, start_record
 from rlfleet.results.progress import ProgressReporter
 from rlfleet.results.run_status import mark_ended
 
@@ -200,14 +200,13 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
     outcome, reason = "failed", None  # how the run ended, for run_status.json (`rlfleet runs`)
     stop_signal = _StopOnSignal()
     progress = ProgressReporter(exp.stop, format_progress, live=live)
-    status, message, record = "failed", None, None
     result: Mapping[str, Any] = {}
     try:
         trainer = _start_trainer(exp, trainer_cls, verbosity, resume)
         entries = _record_entries(exp)
         if resume is not None:  # the run's own algorithm, env, config and start time
             entries = dict(resume.record, stop=exp.stop, **{k: v for k, v in entries.items() if k.startswith("checkpoint_")})
-        record = start_record(trainer.logdir, entries)
+        start_record(trainer.logdir, entries)
         print(f"== {exp.name}: {exp.run} on {exp.env or '(env from config)'} | {describe_stop(exp.stop)}", flush=True)
         print(f"   logdir: {trainer.logdir}", flush=True)
         resumed_iteration = int(resume.checkpoint.manifest["iteration"]) if resume is not None else None
@@ -233,21 +232,17 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
                 lines = [f"Stop criterion met: {key} = {format_number(value, '.6g') or str(value)} >= {threshold} "
                          f"(iteration {iteration})" for key, value, threshold in met]
                 print("\n".join(lines), flush=True)
-                status, message = "finished", lines[0]
                 outcome = "finished"
                 break
             if stop_signal.signum is not None:
                 code = stop_signal.exit_code
-                message = f"Interrupted ({signal.Signals(stop_signal.signum).name}) after iteration {iteration}"
-                print(f"{message}: stopping.", flush=True)
-                status = "stopped"
                 outcome, reason = "stopped", signal.Signals(stop_signal.signum).name
+                print(f"Interrupted ({reason}) after iteration {iteration}: stopping.", flush=True)
                 break
         if exp.checkpoint_at_end or (code != EXIT_OK and (exp.checkpoint_freq or exp.checkpoint_every_s)):
             checkpointer.save(trainer, result.get("training_iteration"))
     except KeyboardInterrupt:
         code = stop_signal.exit_code or EXIT_INTERRUPTED
-        status, message = "stopped", "Interrupted (Ctrl-C)"
         outcome, reason = "stopped", "interrupted"
         print("\nInterrupted (Ctrl-C): stopping.", flush=True)
         if trainer is not None and exp.checkpoint_at_end:
@@ -255,9 +250,6 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
                 _Checkpointer(exp).save(trainer, None)
             except Exception:
                 logger.exception("Saving the final checkpoint after Ctrl-C failed")
-    except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}"
-        raise
     finally:
         progress.close()
         stop_signal.restore()
@@ -267,8 +259,6 @@ def run_experiment(exp: Experiment, trainer_cls: type, verbosity: int = 0, live:
             except Exception:
                 logger.exception("trainer.stop() failed")
             mark_ended(trainer.logdir, outcome, reason if outcome != "failed" else _error_reason())
-            if record is not None:
-                end_record(trainer.logdir, record, status, result.get("training_iteration"), message)
             print(f"Results: {trainer.logdir}", flush=True)
     return code
 

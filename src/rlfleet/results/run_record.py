@@ -1,21 +1,17 @@
-"""`run.json`: what `rlfleet train` ran in a run folder, and how the run stands.
+"""`run.json`: what `rlfleet train` ran in a run folder.
 
-`rlfleet train` writes it when a run starts and rewrites it (atomically: a temp file, then a
-rename) when the run ends, so that `rlfleet train --resume RUN_DIR` can continue the run with
-its stop criteria and checkpoint settings, and tools listing runs can tell how each ended:
+`rlfleet train` writes it (atomically: a temp file, then a rename) when a run starts or resumes,
+so that `rlfleet train --resume RUN_DIR` can continue the run with its stop criteria and
+checkpoint settings. How the run stands (running, finished, stopped, failed) is kept apart, in
+`run_status.json` (`rlfleet.results.run_status`), which `rlfleet runs` and `--resume` both read:
 
     {"format": "rlfleet-run", "format_version": 1,
      "experiment": "cartpole-ppo", "run": "PPO", "env": "CartPole-v1",
      "config_file": "/abs/path/cartpole-ppo.yaml" or null, "config_digest": "<sha256>",
      "stop": {"episode_reward_mean": 150}, "checkpoint_freq": 0, "checkpoint_every_s": 600,
      "checkpoint_at_end": false, "keep_checkpoints_num": null,
-     "status": "running" | "finished" | "stopped" | "failed",
-     "pid": 1234, "host": "...", "started": "<UTC ISO time>", "updated": "...",
-     "iteration": 12, "message": "Stop criterion met: ..."}
+     "started": "<UTC ISO time>", "updated": "..."}
 
-`status` is "running" from the start until the run ends: "finished" (a stop criterion was
-met), "stopped" (Ctrl-C or SIGTERM) or "failed" (an error, named in `message`). A run killed
-outright (SIGKILL, a lost machine) stays "running" with a `pid` that no longer runs.
 `config_digest` is the SHA-256 of the experiment's algorithm, env and config as JSON: a
 resume from the same YAML file notices when the file's config has changed since.
 """
@@ -24,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 from datetime import datetime, timezone
 from typing import Any, Dict, Mapping, Optional
 
@@ -33,7 +28,8 @@ from rlfleet.results.result_values import to_jsonable
 RUN_FILE = "run.json"
 FORMAT = "rlfleet-run"
 FORMAT_VERSION = 1
-STATUSES = ("running", "finished", "stopped", "failed")
+# Entries of run.json format 1 as first written (how the run stood): now in run_status.json.
+_STATUS_ENTRIES = ("status", "pid", "host", "iteration", "message")
 
 
 def config_digest(run: str, env: Optional[str], config: Mapping[str, Any]) -> str:
@@ -58,21 +54,11 @@ def start_record(logdir: str, experiment: Mapping[str, Any]) -> Dict[str, Any]:
     Returns:
         The record written.
     """
-    record = dict(experiment, format=FORMAT, format_version=FORMAT_VERSION, status="running", pid=os.getpid(),
-                  host=socket.gethostname(), updated=_now(), message=None)
+    record = {k: v for k, v in experiment.items() if k not in _STATUS_ENTRIES}
+    record.update(format=FORMAT, format_version=FORMAT_VERSION, updated=_now())
     record.setdefault("started", record["updated"])
     _write(logdir, record)
     return record
-
-
-def end_record(logdir: str, record: Mapping[str, Any], status: str, iteration: Optional[int],
-               message: Optional[str] = None) -> Dict[str, Any]:
-    """Rewrites run.json with the run's outcome (`status`: one of `STATUSES`)."""
-    if status not in STATUSES:
-        raise ValueError(f"run status must be one of {STATUSES}, got {status!r}")
-    out = dict(record, status=status, iteration=iteration, updated=_now(), message=message)
-    _write(logdir, out)
-    return out
 
 
 def read_record(logdir: str) -> Optional[Dict[str, Any]]:
@@ -93,35 +79,10 @@ def read_record(logdir: str) -> Optional[Dict[str, Any]]:
         raise ValueError(f"{path!r} is not valid JSON ({exc}); it is written by `rlfleet train`") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise ValueError(f"{path!r} is not an rlfleet run record (no \"format\": {FORMAT!r})")
-    for key, kind in (("run", str), ("stop", dict), ("status", str)):
+    for key, kind in (("run", str), ("stop", dict)):
         if not isinstance(record.get(key), kind):
             raise ValueError(f"{path!r} lacks a valid {key!r} entry")
     return record
-
-
-def process_running(record: Mapping[str, Any]) -> bool:
-    """Whether the process a "running" record names still runs (on this machine; a record
-    of another machine counts as not running)."""
-    pid = record.get("pid")
-    if record.get("status") != "running" or record.get("host") != socket.gethostname() \
-            or not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: somebody's live process
-        return True
-    return _not_a_zombie(pid)
-
-
-def _not_a_zombie(pid: int) -> bool:
-    # A killed child its parent has not reaped yet still answers kill(pid, 0).
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _write(logdir: str, record: Mapping[str, Any]) -> None:

@@ -39,10 +39,12 @@ class RunStatus:
     Attributes:
         status: one of `STATUSES`.
         reason: why it ended that way, when known (an error's message, "killed", ...).
+        pid: the process training it, while it runs.
     """
 
     status: str
     reason: Optional[str] = None
+    pid: Optional[int] = None  # the training process, while "running"
 
 
 def _now() -> str:
@@ -124,7 +126,7 @@ def read_status(run_dir: str, last_result: Optional[Mapping[str, Any]] = None) -
         # A pid reused by another process since: its start time differs.
         alive = abs(_process_started(pid) - started) < 1.0
     if alive:
-        return RunStatus("running")
+        return RunStatus("running", pid=pid)
     return RunStatus("failed", "its process is gone without closing the run (killed?)")
 
 
