@@ -110,3 +110,10 @@ def test_each_of_the_num_sgd_iter_passes_matches_the_reference_loss(policy_and_b
     learner.inqueue.put((nxt, 1))
     learner.step()
     assert seen[-1][0] is nxt and learner.version == 7
+
+
+def test_a_batch_without_the_behaviour_columns_is_refused_with_the_fix(policy_and_batch):
+    policy, batch = policy_and_batch
+    del batch[SB.ACTION_DIST_INPUTS]
+    with pytest.raises(ValueError, match=r"no \['action_dist_inputs'\] column.*'vtrace': True"):
+        policy.learn_on_batch(batch)

@@ -10,8 +10,8 @@ The "old" policy of the surrogate's ratio depends on `vtrace`:
   workers recorded); the advantages are the workers' GAE. This is PPO's surrogate: over the
   `num_sgd_iter` passes the learner makes on a train batch, the ratio moves away from 1 and the
   clip bounds how far the policy drifts from the one that sampled. Measured against a target
-  refreshed after every pass instead, each pass would restart at ratio 1 and no clip would
-  ever bind (the policy then outran its data and collapsed on CartPole).
+  refreshed after every pass instead, each pass would restart near ratio 1 and the clip would
+  not bind across the passes.
 """
 from __future__ import annotations
 
@@ -101,6 +101,11 @@ class APPOTorchPolicy(ImpalaTorchPolicy):
         if self.config["vtrace"]:
             samples = self.with_vtrace_targets(samples)
         else:  # advantages from the workers; the old policy is the behaviour policy (module docstring)
+            missing = [c for c in (SB.ACTION_LOGP, SB.ACTION_DIST_INPUTS) if c not in samples]
+            if missing:
+                raise ValueError(f"APPO with 'vtrace': False measures its ratio against the policy that sampled, but "
+                                 f"the train batch has no {missing} column (data recorded without them?); record "
+                                 "them with the data, or set 'vtrace': True")
             samples = SampleBatch(samples)  # new columns, same arrays: the batch is replayed as it came
             samples[OLD_LOGP] = samples[SB.ACTION_LOGP]
             samples[OLD_DIST_INPUTS] = samples[SB.ACTION_DIST_INPUTS]
