@@ -8,16 +8,21 @@ bind. The settings are those of `tuned_examples/reference_1x/cartpole-appo.yaml`
 """
 from __future__ import annotations
 
+import glob
+import json
+import os
 import threading
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlfleet import cli
 from rlfleet.algorithms.appo import DEFAULT_CONFIG, APPOTorchPolicy, APPOTrainer
 from rlfleet.algorithms.common.learner_thread import LearnerThread
 from rlfleet.policy.sample_batch import SampleBatch
-from tests.helpers import load_tuned_example
+from tests.helpers import TUNED_EXAMPLES_DIR, load_tuned_example
 
 SB = SampleBatch
 N = 64
@@ -117,3 +122,17 @@ def test_a_batch_without_the_behaviour_columns_is_refused_with_the_fix(policy_an
     del batch[SB.ACTION_DIST_INPUTS]
     with pytest.raises(ValueError, match=r"no \['action_dist_inputs'\] column.*'vtrace': True"):
         policy.learn_on_batch(batch)
+
+
+@pytest.mark.slow
+def test_the_reference_file_reaches_its_stop_reward_within_its_budget(ray_session, tmp_path):
+    # The file's settings as they are, but a report every second instead of every 10 s
+    # (`min_iter_time_s`, APPO's default): sampling runs at ~25k steps/s here, so a 10 s
+    # iteration would take the whole 200k budget and average its first, untrained episodes in.
+    path = TUNED_EXAMPLES_DIR / "reference_1x" / "cartpole-appo.yaml"
+    assert cli.main(["train", "-q", "-f", str(path), "--local-dir", str(tmp_path),
+                     "--config", json.dumps({"seed": 1, "min_iter_time_s": 1})]) == cli.EXIT_OK
+    (results,) = glob.glob(os.path.join(tmp_path, "*", "result.json"))
+    last = json.loads(Path(results).read_text().splitlines()[-1])
+    assert last["episode_reward_mean"] >= 150 and last["timesteps_total"] <= 200000, (
+        last["episode_reward_mean"], last["timesteps_total"])
