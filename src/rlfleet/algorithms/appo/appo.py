@@ -1,4 +1,5 @@
-"""APPO: IMPALA's asynchronous data flow with PPO's clipped surrogate on V-trace targets."""
+"""APPO: IMPALA's asynchronous data flow with PPO's clipped surrogate, on V-trace targets or
+(`vtrace: False`) on the workers' GAE advantages (see appo_policy.py)."""
 from __future__ import annotations
 
 import logging
@@ -17,7 +18,8 @@ ALGO_KEYS: List[ConfigKey] = with_defaults(IMPALA_KEYS, {"replay_buffer_num_slot
     K("use_kl_loss", False, "Add a KL(old || new) penalty, its coefficient adapted towards kl_target."),
     K("kl_coeff", 1.0, "Initial coefficient of the KL penalty (with use_kl_loss).", number_in(0)),
     K("kl_target", 0.01, "KL divergence the penalty coefficient is adapted towards.", number_above(0)),
-    K("target_update_frequency", 1, "Learner updates between refreshes of the target network (the old policy).",
+    K("target_update_frequency", 1, "Learner updates between refreshes of the target network (the old policy "
+      "with vtrace; without, the old policy is the one that sampled).",
       int_at_least(1)),
     # RLlib 1.x's APPO (`rllib/agents/ppo/appo.py`) has these, IMPALA not: advantages without V-trace.
     K("use_gae", True, "With vtrace False: Generalized Advantage Estimation on the workers; False: discounted "

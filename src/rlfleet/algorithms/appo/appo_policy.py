@@ -1,5 +1,18 @@
-"""APPO's policy: PPO's clipped surrogate on V-trace advantages, measured against a target
-network (the "old" policy) that is refreshed every `target_update_frequency` updates."""
+"""APPO's policy: PPO's clipped surrogate (Schulman et al. 2017, arXiv:1707.06347) in IMPALA's
+asynchronous data flow.
+
+The "old" policy of the surrogate's ratio depends on `vtrace`:
+
+- `vtrace: True`: a target network refreshed every `target_update_frequency` updates; the
+  ratio pi / pi_old is estimated through the behaviour policy mu that sampled, and the
+  advantages are V-trace's, computed on the learner.
+- `vtrace: False`: the behaviour policy itself (the `action_logp` / `action_dist_inputs` the
+  workers recorded); the advantages are the workers' GAE. This is PPO's surrogate: over the
+  `num_sgd_iter` passes the learner makes on a train batch, the ratio moves away from 1 and the
+  clip bounds how far the policy drifts from the one that sampled. Measured against a target
+  refreshed after every pass instead, each pass would restart near ratio 1 and the clip would
+  not bind across the passes.
+"""
 from __future__ import annotations
 
 import copy
@@ -10,9 +23,8 @@ import torch
 
 from rlfleet.algorithms.impala.impala_policy import ImpalaTorchPolicy
 from rlfleet.policy.sample_batch import SampleBatch
-from rlfleet.policy.torch_policy import _obs_array, masked_mean, model_forward
+from rlfleet.policy.torch_policy import masked_mean, model_forward
 from rlfleet.rollout.postprocessing import postprocess_with_critic
-from rlfleet.utils.compression import decompress_columns
 
 SB = SampleBatch
 OLD_LOGP = "old_action_logp"  # log pi_old(a|x) under the target network
@@ -24,8 +36,10 @@ def appo_surrogate_loss(policy: "APPOTorchPolicy", model, dist_class, batch: Dic
     """-mean(min(r A, clip(r, 1 - c, 1 + c) A)) + vf_loss_coeff * 0.5 * mean((V - vs)^2)
     - entropy_coeff * mean(entropy) [+ kl_coeff * KL(old || new)].
 
-    r = pi / pi_old is estimated as clamp(mu / pi_old, 0, 2) * pi / mu, mu being the
-    behaviour policy that sampled (as RLlib 1.x's `appo_torch_policy.py`), A and vs V-trace's.
+    With V-trace, r = pi / pi_old is estimated as clamp(mu / pi_old, 0, 2) * pi / mu, mu being
+    the behaviour policy that sampled and pi_old the target network; A and vs are V-trace's.
+    Without, pi_old is mu itself (`learn_on_batch` fills the old-policy columns from the
+    behaviour's), so the weight is exp(0) = 1 and r = pi / mu; A and vs come from the workers.
     """
     cfg = policy.config
     logits, _ = model_forward(model, batch)
@@ -53,6 +67,7 @@ def appo_surrogate_loss(policy: "APPOTorchPolicy", model, dist_class, batch: Dic
 class APPOTorchPolicy(ImpalaTorchPolicy):
     """IMPALA's policy with a target network and the clipped surrogate loss."""
 
+    loss_reduction = "mean"  # appo_surrogate_loss averages over rows (A2C's loss sums)
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, OLD_LOGP, OLD_DIST_INPUTS)
 
     def __init__(self, observation_space, action_space, config, **kwargs):
@@ -85,12 +100,15 @@ class APPOTorchPolicy(ImpalaTorchPolicy):
     def learn_on_batch(self, samples: SampleBatch) -> Dict[str, Any]:
         if self.config["vtrace"]:
             samples = self.with_vtrace_targets(samples)
-        else:  # advantages from the workers; the old policy from the target network
-            samples = SampleBatch(decompress_columns(samples, [SB.OBS]))
-            with torch.no_grad():
-                logits, _ = model_forward(self.target_model, {SB.OBS: torch.as_tensor(_obs_array(samples[SB.OBS]))})
-                logp = self.dist_class(logits, self.target_model).logp(torch.as_tensor(samples[SB.ACTIONS]))
-            self.on_vtrace(samples, logits, logp)
+        else:  # advantages from the workers; the old policy is the behaviour policy (module docstring)
+            missing = [c for c in (SB.ACTION_LOGP, SB.ACTION_DIST_INPUTS) if c not in samples]
+            if missing:
+                raise ValueError(f"APPO with 'vtrace': False measures its ratio against the policy that sampled, but "
+                                 f"the train batch has no {missing} column (data recorded without them?); record "
+                                 "them with the data, or set 'vtrace': True")
+            samples = SampleBatch(samples)  # new columns, same arrays: the batch is replayed as it came
+            samples[OLD_LOGP] = samples[SB.ACTION_LOGP]
+            samples[OLD_DIST_INPUTS] = samples[SB.ACTION_DIST_INPUTS]
         result = super(ImpalaTorchPolicy, self).learn_on_batch(samples)
         stats = result["learner_stats"]
         if self.config["use_kl_loss"]:
