@@ -45,8 +45,10 @@ def test_compare_writes_a_png_with_a_colour_per_group_and_a_self_contained_page(
     assert main(["compare", str(sweep), "--group-by", "lr", "--x", "time", "--out", str(out)]) == 0
     assert f"Wrote {out}" in capsys.readouterr().out
     pixels = (matplotlib.image.imread(str(out))[..., :3] * 255).round()
-    for colour in ((31, 119, 180), (255, 127, 14)):  # tab10's first two: one a group
-        assert (np.abs(pixels - colour).max(axis=-1) < 3).sum() > 200, colour
+    # tab10's first two: one a group. On the time axis a group's line is as long as its runs took,
+    # which varies with the machine's load: a few dozen pixels of each colour show it was drawn.
+    for colour in ((31, 119, 180), (255, 127, 14)):
+        assert (np.abs(pixels - colour).max(axis=-1) < 3).sum() > 50, colour
     page = out.with_suffix(".html").read_text(encoding="utf-8")
     assert "data:image/png;base64," in page and not re.search(r"(src|href)=\"(https?:|//)", page)
     assert "<td>lr=0.0003</td><td>2</td>" in page and "<td>lr=3e-05</td><td>2</td>" in page
