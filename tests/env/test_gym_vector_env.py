@@ -244,3 +244,48 @@ def test_record_env_films_sub_env_0_of_a_sync_vector_env(tmp_path):
     finally:
         trainer.stop()
     assert list(tmp_path.rglob("*.mp4"))
+
+
+def test_a_bad_first_observation_after_a_next_step_reset_is_named_at_step_0():
+    # Sub-env 2's 2nd episode (serial 2001) starts with a NaN: step 0 of that episode, not a
+    # step of the one that ended.
+    worker = make_worker(lambda ctx: CounterVectorEnv(3, AutoresetMode.NEXT_STEP, nan_at=(2, 2001, 0)),
+                         {"rollout_fragment_length": 20})
+    with pytest.raises(EnvCheckError, match=r"sub-env 2, episode \d+, step 0: observation\[1\] is nan"):
+        worker.sample()
+
+
+def _event_callbacks(events):
+    from rlfleet.callbacks import DefaultCallbacks
+
+    class Events(DefaultCallbacks):
+        def on_episode_start(self, *, episode, env_index, **kw):
+            events.append(("start", env_index))
+
+        def on_episode_step(self, *, episode, env_index, **kw):
+            events.append(("step", env_index, episode.last_reward_for()))
+
+        def on_episode_end(self, *, episode, env_index, **kw):
+            events.append(("end", env_index, episode.length, episode.last_info_for()))
+
+    return Events
+
+
+def test_episode_callbacks_skip_next_step_reset_rows_and_see_the_ending_steps_info():
+    events = []
+    worker = make_worker(lambda ctx: CounterVectorEnv(2, AutoresetMode.NEXT_STEP),
+                         {"rollout_fragment_length": 20, "callbacks": _event_callbacks(events)})
+    worker.sample()
+    env0 = [e for e in events if e[1] == 0]
+    for before, after in zip(env0, env0[1:]):
+        if before[0] == "end":  # the next event of that sub-env starts the next episode
+            assert after[0] == "start", env0
+    assert all(e[2] == 1.0 for e in env0 if e[0] == "step")  # no reward-0 reset row
+    # Same-step envs return the next episode's reset info beside the ending step's: the
+    # episode ends with its own last info, as on the per-env path.
+    events.clear()
+    worker = make_worker(CounterEnv, {"gym_env_vectorize_mode": "sync", "num_envs_per_worker": 2,
+                                      "rollout_fragment_length": 20, "callbacks": _event_callbacks(events)})
+    worker.sample()
+    ends = [e for e in events if e[0] == "end"]
+    assert ends and all(e[3]["t"] == e[2] for e in ends), ends

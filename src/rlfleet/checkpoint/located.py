@@ -16,13 +16,13 @@ from rlfleet.checkpoint.folder import MANIFEST, list_checkpoints
 from rlfleet.utils.safe_files import CheckpointError
 
 
-def _is_tune_checkpoint(checkpoint: Any) -> bool:
+def is_tune_checkpoint(checkpoint: Any) -> bool:
     # Checked before os.PathLike: Tune's Checkpoint defines __fspath__ only to raise.
     return any(c.__name__ == "Checkpoint" and c.__module__.split(".")[0] == "ray" for c in type(checkpoint).__mro__)
 
 
 def _local_folder(checkpoint: Any) -> str:
-    if _is_tune_checkpoint(checkpoint):
+    if is_tune_checkpoint(checkpoint):
         if checkpoint.filesystem.type_name == "local":  # a pyarrow FileSystem
             return os.fspath(checkpoint.path)
         return checkpoint.to_directory()  # remote storage (S3, GCS, ...): a local copy first
@@ -51,7 +51,7 @@ def checkpoint_folder(checkpoint: Any) -> str:
     found = list_checkpoints(path)
     if found:
         return found[-1]
-    if not _is_tune_checkpoint(checkpoint):
+    if not is_tune_checkpoint(checkpoint):
         return path  # reading it names what is missing
     raise CheckpointError(f"the Tune checkpoint {path!r} holds no rlfleet checkpoint (a checkpoint_<n>/ "
                           f"folder with a {MANIFEST}); it was not written by rlfleet.tune")

@@ -122,13 +122,17 @@ class GymVectorEnv:
             self._starting[:] = False
         ends, terminateds, to_reset = self.rules.end_many(terminated, truncated, lengths)
         reset_obs: Dict[int, Any] = {}
+        final = None
         if ends.any():
-            obs, reset_obs = self._turn_over(obs, info, terminated | truncated, ends, to_reset)
+            env_ended = terminated | truncated
+            obs, reset_obs = self._turn_over(obs, info, env_ended, ends, to_reset)
             lengths[ends] = 0
+            if self.mode is AutoresetMode.SAME_STEP and env_ended.any():
+                final = env_ended  # their infos are the ending step's, in info["final_info"]
         else:
             obs = self._obs(obs)
         return VectorStep(obs, np.asarray(rewards, np.float64), terminateds, ends, reset_obs,
-                          InfoRows(info, self.num_envs), starts)
+                          InfoRows(info, self.num_envs, final), starts)
 
     def _turn_over(self, obs, info: dict, env_ended: np.ndarray, ends: np.ndarray, to_reset: np.ndarray):
         """(the step's observations with each ended env's final one, {env: its next first one})."""

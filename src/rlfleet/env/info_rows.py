@@ -9,16 +9,20 @@ infos per env only for callbacks and `output`, so each env's dict is built only 
 from __future__ import annotations
 
 from collections import abc
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 
 class InfoRows(abc.Sequence):
-    """`info` (a dict of arrays) as a sequence of `num_envs` dicts, each built on access."""
+    """`info` (a dict of arrays) as a sequence of `num_envs` dicts, each built on access.
 
-    def __init__(self, info: Dict[str, Any], num_envs: int) -> None:
-        self._info, self._n = info, num_envs
+    `final` (bool `[num_envs]`): the envs whose row is their `"final_info"` entry, the info of
+    the step that ended their episode (a vector env in Gymnasium's same-step autoreset mode
+    returns the next episode's reset info beside it)."""
+
+    def __init__(self, info: Dict[str, Any], num_envs: int, final: Optional[np.ndarray] = None) -> None:
+        self._info, self._n, self._final = info, num_envs, final
 
     def __len__(self) -> int:
         return self._n
@@ -28,10 +32,16 @@ class InfoRows(abc.Sequence):
             return [self[j] for j in range(*i.indices(self._n))]
         if not -self._n <= i < self._n:
             raise IndexError(f"env index {i} out of range for {self._n} envs")
-        return _info_row(self._info, i % self._n, self._n)
+        return self._row(i % self._n)
 
     def __iter__(self):
-        return (_info_row(self._info, i, self._n) for i in range(self._n))
+        return (self._row(i) for i in range(self._n))
+
+    def _row(self, i: int) -> Dict[str, Any]:
+        row = _info_row(self._info, i, self._n)
+        if self._final is not None and self._final[i]:
+            return row.get("final_info", row)
+        return row
 
 
 def _info_row(info: Dict[str, Any], i: int, n: int) -> Dict[str, Any]:

@@ -173,6 +173,8 @@ class SingleAgentSampler(SingleAgentEpisodes):
             self._start()
         self._finished_steps = 0
         self._kept_rows = 0  # rows of this chunk that are transitions
+        if self._valid is not None:  # (a chunk that failed part-way may have left rows marked)
+            self._valid[:] = True
         policy, venv = self.policy, self.env
         explore, n = self.settings.explore, self.num_envs
         clipper = self.settings.reward_clipper
@@ -236,6 +238,8 @@ class SingleAgentSampler(SingleAgentEpisodes):
                 raise self._located(env_call_error("step()", e)) from e
             t2 = clock()
             rewards = step.rewards
+            if step.starts is not None:  # before the checks: they name the new episode, at step 0
+                self._reset_rows(t, step)
             if self._detailed_checks:
                 self._check_each(step.obs, range(n), self._ep_len + 1)
             obs = self._transform(step.obs, None)
@@ -312,10 +316,7 @@ class SingleAgentSampler(SingleAgentEpisodes):
 
     # --- chunk -> batch ------------------------------------------------------------
     def _chunk_to_batch(self, rows: int) -> SampleBatch:
-        batch = chunk_to_batch(self._buffers, rows, self._valid)
-        if self._valid is not None:
-            self._valid[:] = True
-        return batch
+        return chunk_to_batch(self._buffers, rows, self._valid)
 
     def _split_complete(self, chunk: SampleBatch) -> SampleBatch:
         return split_complete(chunk, self._pending)

@@ -119,8 +119,11 @@ class SingleAgentEnvChecks(SamplerBookkeeping):
         rows hold each episode's first one, `new_obs` rows the ones steps returned)."""
         b = self._buffers
         space = self.preprocessor.observation_space  # the env's Box, as float32
+        valid = self._valid
         for t in range(rows):
             for i in range(self.num_envs):
+                if valid is not None and not valid[t, i]:
+                    continue  # a dropped reset row: its first observation is the next row's `obs`
                 for key, step in ((SB.OBS, int(b[SB.T][t, i])), (SB.NEXT_OBS, int(b[SB.T][t, i]) + 1)):
                     if not self._obs_check.ok(b[key][t, i]):
                         problem = observation_problem(b[key][t, i], space) or f"observation outside {space}"

@@ -36,13 +36,22 @@ class SingleAgentEpisodes(SingleAgentEnvChecks):
             raws = list(reset_obs.values())
             next_obs[idx] = self.filter.apply_batch(self._first_obs_batch(idx, raws))
             self._start_episodes(idx, raws)
-        if step.starts is not None:
-            if self._valid is None:
-                self._valid = np.ones((self._chunk_len, self.num_envs), bool)
-            self._valid[t] = ~step.starts
-            self._kept_rows -= int(step.starts.sum())
-            idx = np.flatnonzero(step.starts)
-            self._start_episodes(idx, [step.obs[i] for i in idx.tolist()])
+        if step.starts is not None and self._recurrent:  # after this step's previous action / reward
+            for i in np.flatnonzero(step.starts).tolist():
+                self._reset_recurrent(i)
+
+    def _reset_rows(self, t: int, step: Any) -> None:
+        """A vector env in Gymnasium's NEXT_STEP autoreset mode reset the sub-envs `step.starts`
+        in this step: their rows are no transitions (dropped) and their `obs` are their next
+        episodes' first, which start here, before the step's checks (which then name the new
+        episode, at step 0)."""
+        if self._valid is None:
+            self._valid = np.ones((self._chunk_len, self.num_envs), bool)
+        self._valid[t] = ~step.starts
+        self._kept_rows -= int(step.starts.sum())
+        idx = np.flatnonzero(step.starts)
+        self._start_episodes(idx, [step.obs[i] for i in idx.tolist()], reset_recurrent=False)
+        self._ep_len[idx] = -1  # the step's own count brings it to 0: the first observation is step 0
 
     def _first_obs_batch(self, idx: np.ndarray, raws: Sequence[Any]) -> np.ndarray:
         """The first observations of sub-envs `idx`' next episodes, preprocessed and checked
@@ -62,8 +71,8 @@ class SingleAgentEpisodes(SingleAgentEnvChecks):
         for k, (i, raw) in enumerate(zip(idx.tolist(), raws)):
             self._check_each([raw], [i], [0], first_id + k)
 
-    def _start_episodes(self, idx: np.ndarray, raws: Sequence[Any]) -> None:
-        if self._recurrent:
+    def _start_episodes(self, idx: np.ndarray, raws: Sequence[Any], reset_recurrent: bool = True) -> None:
+        if self._recurrent and reset_recurrent:
             for i in idx.tolist():
                 self._reset_recurrent(i)
         if not self._plain:
@@ -106,6 +115,8 @@ class SingleAgentEpisodes(SingleAgentEnvChecks):
 
     def _episode_step(self, step, actions, next_obs) -> None:
         for i, episode in enumerate(self._episodes):
+            if step.starts is not None and step.starts[i]:
+                continue  # a vector env's reset step: no transition of any episode
             episode.length = int(self._ep_len[i])
             episode.total_reward = float(self._ep_ret[i])
             episode._last_raw_obs = step.obs[i]

@@ -105,7 +105,8 @@ class TrainerState:
         iteration once: `PPOTrainer(config, logdir=run_dir).restore(run_dir)`.
 
         Args:
-            checkpoint_path: a checkpoint folder, or a run folder holding `checkpoint_<n>/`
+            checkpoint_path: a checkpoint folder (or a Ray Tune `Checkpoint` of one), or a run
+                folder holding `checkpoint_<n>/`
                 folders: its newest intact checkpoint (newer damaged ones are skipped with a
                 warning naming them).
 
@@ -114,9 +115,12 @@ class TrainerState:
                 a run folder without an intact one.
         """
         from rlfleet.checkpoint import restore_trainer
+        from rlfleet.checkpoint.located import checkpoint_folder, is_tune_checkpoint
         from rlfleet.checkpoint.newest import is_checkpoint_folder, newest_intact_checkpoint
 
-        path = os.fspath(checkpoint_path)
+        # A Ray Tune `Checkpoint` (2.x's results.get_best_result().checkpoint) names a folder
+        # but refuses os.fspath: its rlfleet checkpoint folder is looked up.
+        path = checkpoint_folder(checkpoint_path) if is_tune_checkpoint(checkpoint_path) else os.fspath(checkpoint_path)
         if os.path.isdir(path) and not is_checkpoint_folder(path):
             found = newest_intact_checkpoint(path)
             for skipped, why in found.skipped:
