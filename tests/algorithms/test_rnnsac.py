@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rlfleet.algorithms.rnnsac import DEFAULT_CONFIG, RNNSACTorchPolicy, RNNSACTrainer
+from rlfleet.algorithms.sac import SACTrainer
 from rlfleet.config import merge_configs, validate_config
 from rlfleet.env.examples import StatelessPendulum
 from rlfleet.policy.sample_batch import SampleBatch
@@ -140,3 +141,31 @@ def test_checkpoint_resumes_bit_identically(tmp_path):
     # Box actions (Discrete ones take the same path: tests/algorithms/test_algorithm_smoke.py trains both).
     result = assert_resumes_bit_identically(RNNSACTrainer, StatelessPendulum, TINY, tmp_path)
     assert result["info"]["learner"]["default_policy"]["fast_path_reason"] == "RNNSACTorchPolicy has no NumPy learner"
+
+
+@pytest.mark.parametrize("fragment, envs", [(1, 1), (4, 2)])
+def test_default_update_rate_counts_env_steps_as_sacs_does(fragment, envs, tmp_path):
+    """`training_intensity` None: RNNSAC's fragments are whole episodes (30 steps per env here), yet
+    it replays as many batches, and rows, per sampled env step as SAC with the same fragment size:
+    one update per `rollout_fragment_length * num_envs_per_worker` steps (SAC's default: one per step)."""
+    common = {"seed": 0, "learning_starts": 0, "train_batch_size": 40, "rollout_fragment_length": fragment,
+              "num_envs_per_worker": envs, "timesteps_per_iteration": 120, "min_iter_time_s": 0,
+              "log_sys_usage": False, "env_config": {"max_episode_steps": 30}}
+    small = {"fcnet_hiddens": [8], "lstm_cell_size": 8}
+    rates = {}
+    for trainer_class, config in [(SACTrainer, {"policy_model": {"fcnet_hiddens": [8]},
+                                                "Q_model": {"fcnet_hiddens": [8]}}),
+                                  (RNNSACTrainer, {"model": {"max_seq_len": 5}, "policy_model": small,
+                                                   "Q_model": small})]:
+        trainer = trainer_class(env=StatelessPendulum, config={**common, **config}, logdir=str(tmp_path))
+        try:
+            while trainer.counters["num_env_steps_sampled"] < 120:
+                trainer.train()
+            c = trainer.counters
+            sampled, updates = c["num_env_steps_sampled"], c["num_env_steps_trained"] // 40
+            assert sampled == 120, trainer_class  # whole episodes and whole fragments meet at 120
+            rates[trainer_class._name] = (updates / sampled, c["num_agent_steps_trained"] / sampled)
+        finally:
+            trainer.stop()
+    # 8 sequences of 5 rows replay RNNSAC's 40 steps per update, SAC's 40 transitions.
+    assert rates["RNNSAC"] == rates["SAC"] == (1 / (fragment * envs), 40 / (fragment * envs)), rates

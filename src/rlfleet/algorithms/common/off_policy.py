@@ -1,5 +1,6 @@
 """The replay loop DQN, SAC, DDPG and TD3 share: sample a fragment, store it as n-step
-transitions, replay `training_intensity` steps per sampled step, refresh target networks.
+transitions, replay `training_intensity` steps per sampled step (None: one update per nominal
+fragment of steps, `default_fragment_steps`), refresh target networks.
 
 An algorithm subclasses `OffPolicyTrainer` (its keys include the replay keys of
 `replay_keys.py`) and gives a policy with:
@@ -44,6 +45,14 @@ def make_replay_buffer(config: dict, policy_id: str = DEFAULT_POLICY_ID) -> Repl
         return PrioritizedReplayBuffer(config["buffer_size"], alpha=config["prioritized_replay_alpha"],
                                        seed=rng_seed)
     return ReplayBuffer(config["buffer_size"], seed=rng_seed)
+
+
+def default_fragment_steps(config: dict) -> int:
+    """Steps a nominal fragment holds: `rollout_fragment_length` per env of each sampling
+    worker (the local one when there are no remote ones); with `training_intensity` None
+    each such number of sampled steps pays for one update of `train_batch_size`."""
+    return (int(config["rollout_fragment_length"]) * int(config["num_envs_per_worker"])
+            * max(1, int(config["num_workers"])))
 
 
 class OffPolicyTrainer(Trainer):
@@ -102,12 +111,19 @@ class OffPolicyTrainer(Trainer):
 
         `training_intensity` is replayed steps per sampled step (the replay ratio): each
         sampled step earns `training_intensity / train_batch_size` updates; the fraction
-        carries over, so the ratio holds exactly over time. None: one update per fragment.
+        carries over, so the ratio holds exactly over time. None: one update per nominal
+        fragment (`default_fragment_steps`), the ratio the config's fragment size implies.
         """
         ti = self.config.get("training_intensity")
         if ti is None:
-            return 1
-        self._update_credit += steps_sampled * float(ti) / self.config["train_batch_size"]
+            if self.config.get("batch_mode") != "complete_episodes":
+                return 1  # truncated fragments are nominal: one update each
+            # Whole episodes make fragments of any length (a 200-step episode for a nominal
+            # fragment of 1 step): counting their steps keeps the update rate of the same
+            # config with truncated fragments (SAC's one update per env step for RNNSAC).
+            self._update_credit += steps_sampled / default_fragment_steps(self.config)
+        else:
+            self._update_credit += steps_sampled * float(ti) / self.config["train_batch_size"]
         n = int(math.floor(self._update_credit))
         self._update_credit -= n
         return n

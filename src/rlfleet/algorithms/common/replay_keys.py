@@ -81,8 +81,11 @@ _REPLAY_KEYS: List[ConfigKey] = [
     K("prioritized_replay_eps", 1e-6, "Added to |TD error| for priorities; > 0, since a zero priority "
       "would never be replayed again.", number_above(0)),
     K("learning_starts", 1000, "Env steps sampled before learning starts.", int_at_least(0)),
-    K("training_intensity", None, "Replayed steps per sampled step; None: one train batch per sampled "
-      "fragment.", optional(number_above(0), "one update per sampled fragment")),
+    K("training_intensity", None, "Replayed steps per sampled step; None: one train batch per "
+      "rollout_fragment_length * num_envs_per_worker * max(1, num_workers) sampled steps, i.e. one per "
+      "truncated fragment, and with batch_mode 'complete_episodes' (fragments of whole episodes) counted in "
+      "steps, so that a 200-step episode pays for 200 such fragments' updates (RNNSAC keeps SAC's one update "
+      "per env step).", optional(number_above(0), "one update per nominal fragment of steps")),
     K("target_network_update_freq", 500, "Sampled env steps between target network updates (0: after "
       "every update).", int_at_least(0)),
     K("n_step", 1, "Steps of the n-step return each replayed transition carries.", int_at_least(1)),
