@@ -8,11 +8,17 @@ import pytest
 import torch
 
 from rlfleet.algorithms.ppo import PPOTrainer
-from rlfleet.config import MODEL_DEFAULTS
+import copy
+
+from rlfleet.config import MODEL_KEYS
 from rlfleet.env.examples import BrightPixelEnv
 from rlfleet.models.catalog import ModelCatalog
 from rlfleet.models.fcnet import FullyConnectedNetwork
 from rlfleet.models.visionnet import DEFAULT_FILTERS, VisionNetwork, get_filter_config
+
+# The model defaults from their declarations, fresh: not the shared MODEL_DEFAULTS dict, which
+# one full-suite run saw changed (conv_activation a dict) by an earlier test, not yet found.
+MODEL_DEFAULTS = {key.name: copy.deepcopy(key.default) for key in MODEL_KEYS}
 
 ACT = gym.spaces.Discrete(5)
 
