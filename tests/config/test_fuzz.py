@@ -92,7 +92,9 @@ def _as_config(drawn: Dict[str, Any], base: Dict[str, Any]) -> Dict[str, Any]:
 
     config = copy.deepcopy(base)
     for path, value in drawn.items():
-        set_nested(config, path, value)
+        # A drawn value may be a key's default itself (e.g. the shared MODEL_DEFAULTS dict);
+        # a later dotted key of the same draw would write into it and change every later test.
+        set_nested(config, path, copy.deepcopy(value))
     return config
 
 
@@ -209,3 +211,13 @@ def test_the_issue_examples_name_their_key(algo, values, key, tmp_path):
     env = "Pendulum-v1" if algo in CONTINUOUS else "CartPole-v1"
     with pytest.raises(ValueError, match=re.escape(key)):
         cls(env=env, config=values, logdir=str(tmp_path))
+
+
+def test_a_drawn_default_is_never_written_into():
+    # A draw may hold a key's shared default (KEY_INDEX["model"].default is MODEL_DEFAULTS)
+    # and a dotted key under it; building the config must leave the default as declared.
+    default = KEY_INDEX["model"].default
+    before = dict(default)
+    config = _as_config({"model": default, "model.conv_activation": {"eps": [""]}}, {})
+    assert config["model"]["conv_activation"] == {"eps": [""]}
+    assert default == before
