@@ -1,10 +1,13 @@
 """MAML against plain multi-task PPO (`inner_adaptation_steps: 0`) on 2-D point navigation.
 
 Runs tuned_examples/maml/point-navigation-maml.yaml for a fixed number of iterations per seed,
-once as tuned and once with `inner_adaptation_steps: 0` (everything else the same), and prints
-a table of the final returns: pre-adaptation (`episode_reward_mean_adapt_0`), post-adaptation
-(`episode_reward_mean_adapt_1`, MAML only) and their difference, each averaged over the last
-`--last` iterations (one iteration's episodes are few and noisy).
+once as tuned and once with `inner_adaptation_steps: 0` (everything else the same) for the
+same env-step budget (an iteration of the baseline samples one stage per task, MAML's
+`inner_adaptation_steps + 1`: the baseline runs that many times the iterations), and prints a
+table of the final returns: pre-adaptation (`episode_reward_mean_adapt_0`), post-adaptation
+(`episode_reward_mean_adapt_N`, MAML only) and their difference, averaged over the episodes of
+the last `--last` MAML iterations' worth of env steps (one iteration's episodes are few and
+noisy).
 
 Usage: python benchmarks/maml.py [--iterations 25] [--seeds 0 1 2] [--last 5]
 """
@@ -55,7 +58,9 @@ def main() -> None:
     for seed in args.seeds:
         for steps in (int(spec["config"]["inner_adaptation_steps"]), 0):
             config = dict(spec["config"], seed=seed, inner_adaptation_steps=steps)
-            out = run(config, spec["env"], args.iterations, args.last)
+            # Same env steps: the baseline's iterations sample 1 stage per task, MAML's tuned + 1.
+            scale = (int(spec["config"]["inner_adaptation_steps"]) + 1) if steps == 0 else 1
+            out = run(config, spec["env"], args.iterations * scale, args.last * scale)
             rows.append((seed, steps, out))
             print(f"seed {seed} inner_adaptation_steps {steps}: pre {out['pre']:.2f} post {out['post']:.2f} "
                   f"({out['steps']} env steps, {out['seconds']:.0f} s)", flush=True)

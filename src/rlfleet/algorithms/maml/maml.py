@@ -65,7 +65,8 @@ class MAMLTrainer(Trainer):
     Results: `episode_reward_mean_adapt_N` (and `_min_`, `_max_`) for N = 0 ..
     `inner_adaptation_steps` is the mean return of the episodes sampled after N inner steps
     (N = 0: the meta-policy itself), and `adaptation_delta` the last minus the first.
-    `episode_reward_mean` mixes every stage's episodes.
+    `episode_reward_mean` mixes every stage's episodes. Evaluation (`evaluation_interval`)
+    runs the meta-policy unadapted, on the task the evaluation env is configured with.
 
     Local mode (`num_workers: 0`): the local worker runs the tasks one after another
     (`meta_batch_size`, default 2). With remote workers the tasks are dealt out in turn, one
