@@ -10,6 +10,12 @@ the last `--last` MAML iterations' worth of env steps (one iteration's episodes 
 noisy).
 
 Usage: python benchmarks/maml.py [--iterations 25] [--seeds 0 1 2] [--last 5]
+
+Measured with the defaults (25 MAML iterations = 160k env steps per run, deterministic per
+seed; ~60 s per MAML run on 2 cores shared with other jobs): post - pre = +5.70, +6.06, +5.25
+(seeds 0, 1, 2: over +3 on 3 of 3 seeds), post-adaptation -14.69, -15.21, -16.79; the
+`inner_adaptation_steps: 0` baseline after the same 160k steps -21.35, -21.41, -22.37 (no policy
+that does not adapt can beat -20 on this task family: the goal's direction is unknown).
 """
 from __future__ import annotations
 

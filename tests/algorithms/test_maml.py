@@ -136,22 +136,25 @@ def test_episode_returns_sum_each_episode():
     np.testing.assert_allclose(episode_returns(batch), [3.0, -1.5])
 
 
-def test_adaptation_improves_returns_after_a_few_seeded_iterations(tmp_path):
-    # The tuned example's step sizes on smaller, near-default batches: after 12 iterations
-    # (~2 s) one inner step raises the return on fresh tasks. Seed 3, goals in the square.
-    trainer = make(tmp_path, inner_lr=1.0, vf_clip_param=1000.0, meta_batch_size=4, rollout_fragment_length=100,
-                   model={"fcnet_hiddens": [32, 32]})
+def test_meta_training_makes_the_inner_step_pay_more(tmp_path):
+    # The tuned example's step sizes on smaller batches (4 tasks, 10 episodes per stage) and the
+    # env's defaults (goals on the unit circle), seed 3: one inner step helps a little from the
+    # start; 15 iterations (~10 s) of meta-training make it help more. Seeds 3, 4, 5 measured
+    # first / last 3 iterations' adaptation_delta: 1.06 / 2.46, 0.55 / 1.62, 0.92 / 3.26.
+    trainer = MAMLTrainer(config={"seed": 3, "num_workers": 0, "meta_batch_size": 4, "rollout_fragment_length": 200,
+                                  "inner_lr": 1.0, "vf_clip_param": 1000.0, "log_sys_usage": False,
+                                  "model": {"fcnet_hiddens": [32, 32]}},
+                          env=PointNavigationEnv, logdir=str(tmp_path))
     try:
-        results = [trainer.train() for _ in range(12)]
+        results = [trainer.train() for _ in range(15)]
     finally:
         trainer.stop()
-    last = results[-4:]
     for r in results:
         assert {"episode_reward_mean_adapt_0", "episode_reward_mean_adapt_1", "adaptation_delta"} <= set(r)
         assert r["info"]["learner"]["default_policy"]["fast_path"] == "torch"
-    delta = np.mean([r["adaptation_delta"] for r in last])
-    first = np.mean([r["adaptation_delta"] for r in results[:2]])
-    assert delta > 0.5 and delta > first, [round(r["adaptation_delta"], 2) for r in results]
+    deltas = [r["adaptation_delta"] for r in results]
+    first, last = np.mean(deltas[:3]), np.mean(deltas[-3:])
+    assert last > 1.0 and last > first + 0.5, [round(d, 2) for d in deltas]
 
 
 def test_checkpoint_round_trip_resumes_the_same_run(tmp_path):
