@@ -65,7 +65,8 @@ class MAMLTrainer(Trainer):
     Results: `episode_reward_mean_adapt_N` (and `_min_`, `_max_`) for N = 0 ..
     `inner_adaptation_steps` is the mean return of the episodes sampled after N inner steps
     (N = 0: the meta-policy itself), and `adaptation_delta` the last minus the first.
-    `episode_reward_mean` mixes every stage's episodes. Evaluation (`evaluation_interval`)
+    `episode_reward_mean` mixes every stage's episodes (each worker hands its finished
+    episodes back with the task's batches, since it restarts episodes between stages). Evaluation (`evaluation_interval`)
     runs the meta-policy unadapted, on the task the evaluation env is configured with.
 
     Local mode (`num_workers: 0`): the local worker runs the tasks one after another
@@ -119,6 +120,7 @@ class MAMLTrainer(Trainer):
         self._task_env = self.env_creator(EnvContext(config.get("env_config") or {}, worker_index=0))
         self._task_source = meta_env(self._task_env)
         self._adapt_metrics: Dict[str, float] = {}
+        self._own_episodes: List[Any] = []
 
     def num_tasks(self) -> int:
         """Tasks per iteration (`meta_batch_size`; None: see the key)."""
@@ -142,6 +144,7 @@ class MAMLTrainer(Trainer):
         sampled = sum(b.count for r in rollouts for b in r.batches)
         self.count_sampled(sampled, sampled)
         self._adapt_metrics = adaptation_metrics(rollouts, steps)
+        self._own_episodes.extend(e for r in rollouts for e in r.episodes)
         # === learn: the meta update on the driver ===
         policy = self.get_policy(DEFAULT_POLICY_ID)
         info = policy.meta_update([r.batches for r in rollouts])
@@ -165,6 +168,10 @@ class MAMLTrainer(Trainer):
             for t, rollout in zip(share[index], rollouts):
                 out[t] = rollout
         return [r for r in out if r is not None]
+
+    def take_own_episodes(self) -> List[Any]:
+        episodes, self._own_episodes = self._own_episodes, []
+        return episodes
 
     def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
         result = super()._compile_result(learner_info, steps_this_iter)

@@ -19,11 +19,14 @@ SB = SampleBatch
 @dataclass
 class TaskRollout:
     """One task's batches, in sampling order: `batches[0]` pre-adaptation, `batches[i]` after
-    `i` inner steps; `returns[i]` the returns of the episodes in `batches[i]`."""
+    `i` inner steps; `returns[i]` the returns of the episodes in `batches[i]`; `episodes` the
+    worker's metrics of every episode that finished meanwhile (restarting episodes between
+    stages would drop them: they travel here to the trainer's results instead)."""
 
     task: Any
     batches: List[SampleBatch]
     returns: List[np.ndarray]
+    episodes: List[Any]
 
 
 def meta_env(env: Any) -> Any:
@@ -63,7 +66,13 @@ def _set_task(worker, task: Any) -> None:
         worker.foreach_env(lambda env: meta_env(env).set_task(task))
     except ValueError as e:
         raise ValueError(f"MAML sets each task on the workers' sub-envs: {e}") from e
-    # Episodes in flight started under the previous task (or policy): the next sample resets.
+
+
+def _restart(worker, episodes: List[Any]) -> None:
+    """Drops the episodes in flight (begun under the previous task or weights): the next
+    sample resets every sub-env. The finished episodes' metrics, which a restart forgets,
+    are moved to `episodes` first."""
+    episodes.extend(worker.get_metrics())
     worker.restart_episodes(None)
 
 
@@ -74,20 +83,20 @@ def rollout_task(worker, task: Any, inner_steps: int) -> TaskRollout:
     policy = worker.get_policy(DEFAULT_POLICY_ID)
     meta_weights = policy.get_weights()
     _set_task(worker, task)
-    batches, returns = [], []
+    batches, returns, episodes = [], [], []
     try:
         for step in range(inner_steps + 1):
-            if step > 0:
-                worker.restart_episodes(None)  # every episode of a batch runs one policy
+            _restart(worker, episodes)  # every episode of a batch runs one task and one policy
             batch = worker.sample().as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
             batch[SB.ADVANTAGES] = standardized(np.asarray(batch[SB.ADVANTAGES]))
             batches.append(batch)
             returns.append(episode_returns(batch))
             if step < inner_steps:
                 policy.adapt_in_place(batch)
+        episodes.extend(worker.get_metrics())
     finally:
         policy.set_weights(meta_weights)
-    return TaskRollout(task, batches, returns)
+    return TaskRollout(task, batches, returns, episodes)
 
 
 def rollout_tasks(worker, tasks: Sequence[Any], inner_steps: int) -> List[TaskRollout]:
