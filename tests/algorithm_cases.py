@@ -50,6 +50,7 @@ SUPPORTED_ACTION_SPACES = {
     # A grouped env's Tuple of Discrete actions only (tests/algorithms/test_qmix.py): every
     # single-agent space is refused.
     "QMIX": set(),
+    "MAML": set(ACTION_SPACES),
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -98,13 +99,16 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
     "MADDPG": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16], "rollout_fragment_length": 16},
     "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
+    # Two tasks (ActionSpaceEnv's reward signs) per iteration, pre- and post-adaptation.
+    "MAML": {"rollout_fragment_length": 16, "meta_batch_size": 2, "model": {"fcnet_hiddens": [16]}},
 }
 
 class ActionSpaceEnv(gym.Env):
     """Box(3) observations and the action space `env_config["action_space"]`.
 
     Raises on an action outside its space; the reward is the first entry of the flattened
-    action (so losses see a signal that depends on the action); 8-step episodes.
+    action (so losses see a signal that depends on the action), times the task's sign (a task
+    family for MAML: `sample_tasks` / `set_task`; +1 unless set); 8-step episodes.
     """
 
     def __init__(self, env_config: Any) -> None:
@@ -112,6 +116,13 @@ class ActionSpaceEnv(gym.Env):
         self.observation_space = S.Box(-1.0, 1.0, (3,), np.float32)
         self.actions_received = 0
         self._t = 0
+        self._sign = 1.0
+
+    def sample_tasks(self, n_tasks: int) -> list:
+        return [float(s) for s in self.np_random.choice([-1.0, 1.0], n_tasks)]
+
+    def set_task(self, task: float) -> None:
+        self._sign = float(task)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -123,7 +134,7 @@ class ActionSpaceEnv(gym.Env):
             raise AssertionError(f"action {action!r} is outside {self.action_space}")
         self.actions_received += 1
         self._t += 1
-        reward = float(S.flatten(self.action_space, action)[0])
+        reward = self._sign * float(S.flatten(self.action_space, action)[0])
         return self._obs(), reward, self._t >= 8, False, {}
 
     def _obs(self) -> np.ndarray:

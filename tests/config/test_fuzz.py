@@ -30,8 +30,10 @@ from rlfleet.utils.nested import set_nested  # noqa: E402
 
 ALGORITHMS = list_algorithms()
 CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
-# Algorithms that learn for a group of agents, and a grouped env to build them on.
-GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team"}
+# Algorithms that need an env of their own kind: a grouped env for QMIX (it learns for a group of
+# agents), a task family for MAML (sample_tasks / set_task).
+GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team",
+                "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv"}
 
 
 def _keys_of(algo: str) -> List[Tuple[str, Any]]:
