@@ -50,6 +50,7 @@ SUPPORTED_ACTION_SPACES = {
     # A grouped env's Tuple of Discrete actions only (tests/algorithms/test_qmix.py): every
     # single-agent space is refused.
     "QMIX": set(),
+    "DT": {"Box", "Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -98,6 +99,9 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
     "MADDPG": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16], "rollout_fragment_length": 16},
     "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
+    # Whole 8-step episodes from the env's fragments (DT gathers them), segments of 4 steps.
+    "DT": {"input": "sampler", "target_return": 4.0, "max_ep_len": 16, "embed_dim": 8, "num_layers": 1,
+           "train_batch_size": 32, "timesteps_per_iteration": 32, "model": {"max_seq_len": 4}},
 }
 
 class ActionSpaceEnv(gym.Env):

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from rlfleet.algorithms.dt import DTTrainer, EpisodeAssembler, SegmentBuffer, returns_to_go
+from rlfleet.env.examples.cartpole_expert import write_mixed_cartpole_dataset
 from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset
-from rlfleet.offline.writer import JsonWriter
 from rlfleet.policy.sample_batch import SampleBatch
 
 SB = SampleBatch
@@ -109,34 +109,10 @@ def test_acting_context_starts_at_the_target_and_subtracts_rewards(pendulum_dir,
 
 
 # --- learning --------------------------------------------------------------------------------
-def _write_cartpole(path: str, episodes: int, seed: int) -> None:
-    """Half of the episodes from a pole-balancing rule, half random, 100 steps at most."""
-    env = gym.make("CartPole-v1", max_episode_steps=100)
-    rng = np.random.default_rng(seed)
-    writer = JsonWriter(path)
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed * 1000 + i)
-        rows = {k: [] for k in ("obs", "actions", "rewards", "terminateds", "truncateds")}
-        done = False
-        while not done:
-            action = int(obs[2] + 0.5 * obs[3] > 0) if i % 2 == 0 else int(rng.integers(2))
-            new_obs, reward, terminated, truncated, _ = env.step(action)
-            for key, value in zip(rows, (obs, action, reward, terminated, truncated)):
-                rows[key].append(value)
-            obs, done = new_obs, terminated or truncated
-        n = len(rows["rewards"])
-        writer.write(SampleBatch({SB.OBS: np.asarray(rows["obs"], np.float32), SB.ACTIONS: np.asarray(rows["actions"]),
-                                  SB.REWARDS: np.asarray(rows["rewards"], np.float32),
-                                  SB.TERMINATEDS: np.asarray(rows["terminateds"]),
-                                  SB.TRUNCATEDS: np.asarray(rows["truncateds"]),
-                                  SB.EPS_ID: np.full(n, i), SB.T: np.arange(n)}))
-    writer.close()
-
-
 @pytest.mark.slow
 def test_dt_learns_cartpole_from_mixed_data_and_follows_its_target(tmp_path):
     data = str(tmp_path / "cartpole")
-    _write_cartpole(data, 30, seed=3)
+    write_mixed_cartpole_dataset(data, 30, 0.5, seed=3)
     config = {**TINY, "input": data, "target_return": 100.0, "max_ep_len": 100, "embed_dim": 32,
               "model": {"max_seq_len": 5}, "lr": 1e-3, "grad_clip": None, "train_batch_size": 320,
               "timesteps_per_iteration": 320 * 50, "replay_buffer_config": {"capacity": 30},

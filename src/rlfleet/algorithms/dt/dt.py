@@ -1,35 +1,4 @@
-"""Decision Transformer (Chen et al. 2021, arXiv:2106.01345): return-conditioned behaviour
-cloning with a causal transformer, learnt from offline episodes (`input`: files written by
-`output`, `minari:<id>`, a custom reader; the env sampler works too).
-
-The loop (`training_step`): read `train_batch_size` rows from the input, gather them into
-whole episodes (segments.py), keep up to `replay_buffer_config.capacity` episodes, sample
-`ceil(rows read / K)` segments of `K = model.max_seq_len` steps and take one AdamW step on
-them (dt_policy.py). Returns come from evaluation in the env (`evaluation_interval`,
-`evaluation_config: {"input": "sampler"}`), where the policy conditions on `target_return`
-(`evaluation_config` may set another); results report it as `evaluation/target_return`
-beside the achieved `evaluation/episode_reward_mean`.
-
-Defaults follow RLlib 2.x's DTConfig (embed_dim 128, num_layers 2, num_heads 1, dropouts 0.1,
-lr 1e-4, AdamW weight decay 1e-4 and betas (0.9, 0.95), action loss only, 20 episodes held)
-except where stated:
-
-- Context length `model.max_seq_len`: 20, the paper's K for the Gym tasks (RLlib 2.x: 5).
-- `grad_clip` 0.25, the paper's (RLlib 2.x: none); `warmup_steps` (the paper's linear warmup
-  of the learning rate, 10000 updates there) defaults to 0, as RLlib 2.x has none.
-- `max_ep_len` (RLlib 2.x's required `horizon`) defaults to 1000, the paper's; timesteps past
-  it share the embedding's last row instead of failing.
-- Returns-to-go enter the model divided by `rtg_scale` (1000, the paper's scale for Gym).
-- Observations are not normalised by the dataset's statistics (the paper does so for Gym);
-  use `observation_filter` when they need it.
-- Segments end at a step drawn uniformly over the steps held and are padded at the front,
-  so that short contexts are those of an episode's start, as when acting.
-- Attention: `torch.nn.TransformerEncoder` (pre-LN blocks, GELU) applies one dropout rate to
-  attention weights and residual branches, so `attn_pdrop` must equal `resid_pdrop`.
-- The segment buffer is not part of checkpoints: a restored trainer refills it from the input.
-- Acting is deterministic for Box actions; Discrete actions are sampled when `explore` is
-  on (greedy with `explore: False`).
-"""
+"""Decision Transformer (`run: DT`): the trainer, its keys and its loop (see `DTTrainer`)."""
 from __future__ import annotations
 
 import math
@@ -40,7 +9,7 @@ import numpy as np
 from rlfleet.algorithms.common.multi_agent import sample_train_batch, trainable_batches
 from rlfleet.algorithms.dt.dt_policy import DTTorchPolicy
 from rlfleet.algorithms.dt.segments import EpisodeAssembler, SegmentBuffer
-from rlfleet.config import (ConfigKey, algorithm_config, dict_value, finite_number, int_at_least, number_above,
+from rlfleet.config import (ConfigKey, algorithm_config, boolean, dict_value, finite_number, int_at_least, number_above,
                             number_in, optional, override)
 from rlfleet.trainer import Trainer
 from rlfleet.utils.seeding import derive_seed
@@ -56,6 +25,8 @@ ALGO_KEYS: List[ConfigKey] = [
     K("embed_dim", 128, "Width of the token embeddings and transformer blocks.", int_at_least(1)),
     K("num_layers", 2, "Transformer blocks.", int_at_least(1)),
     K("num_heads", 1, "Attention heads (must divide embed_dim).", int_at_least(1)),
+    K("embed_layer_norm", True, "LayerNorm over the token embeddings (the paper's); False keeps the "
+      "observations' scale in their embedding.", boolean),
     K("embed_pdrop", 0.1, "Dropout on the token embeddings.", number_in(0, 1)),
     K("resid_pdrop", 0.1, "Dropout in the transformer blocks (residual branches and attention weights).",
       number_in(0, 1)),
@@ -90,8 +61,37 @@ def evaluation_target_return(config: dict) -> Any:
 
 
 class DTTrainer(Trainer):
-    """Decision Transformer on offline `input` (see the module docstring for the loop, the
-    defaults and every departure from the paper and RLlib 2.x)."""
+    """Decision Transformer (Chen et al. 2021, arXiv:2106.01345): return-conditioned behaviour
+    cloning with a causal transformer, learnt from offline episodes (`input`: files written by
+    `output`, `minari:<id>`, a custom reader; the env sampler works too).
+
+    The loop (`training_step`): read `train_batch_size` rows from the input, gather them into
+    whole episodes (segments.py), keep up to `replay_buffer_config.capacity` episodes, sample
+    `ceil(rows read / K)` segments of `K = model.max_seq_len` steps and take one AdamW step on
+    them (dt_policy.py). Returns come from evaluation in the env (`evaluation_interval`,
+    `evaluation_config: {"input": "sampler"}`), where the policy conditions on `target_return`
+    (`evaluation_config` may set another); results report it as `evaluation/target_return`
+    beside the achieved `evaluation/episode_reward_mean`.
+
+    Defaults follow RLlib 2.x's DTConfig (embed_dim 128, num_layers 2, num_heads 1, dropouts 0.1,
+    lr 1e-4, AdamW weight decay 1e-4 and betas (0.9, 0.95), action loss only, 20 episodes held)
+    except where stated:
+
+    - Context length `model.max_seq_len`: 20, the paper's K for the Gym tasks (RLlib 2.x: 5).
+    - `grad_clip` 0.25, the paper's (RLlib 2.x: none); `warmup_steps` (the paper's linear warmup
+      of the learning rate, 10000 updates there) defaults to 0, as RLlib 2.x has none.
+    - `max_ep_len` (RLlib 2.x's required `horizon`) defaults to 1000, the paper's; timesteps past
+      it share the embedding's last row instead of failing.
+    - Returns-to-go enter the model divided by `rtg_scale` (1000, the paper's scale for Gym).
+    - Observations are not normalised by the dataset's statistics (the paper does so for Gym).
+    - Segments end at a step drawn uniformly over the steps held and are padded at the front,
+      so that short contexts are those of an episode's start, as when acting.
+    - Attention: `torch.nn.TransformerEncoder` (pre-LN blocks, GELU) applies one dropout rate to
+      attention weights and residual branches, so `attn_pdrop` must equal `resid_pdrop`.
+    - The segment buffer is not part of checkpoints: a restored trainer refills it from the input.
+    - Acting is deterministic for Box actions; Discrete actions are sampled when `explore` is
+      on (greedy with `explore: False`).
+    """
 
     _name = "DT"
     _default_config = DEFAULT_CONFIG

@@ -59,7 +59,10 @@ class DTModel(nn.Module):
         self.embed_return = nn.Linear(1, h)
         self.embed_obs = nn.Linear(self.obs_dim, h)
         self.embed_action = nn.Linear(self.action_in_dim, h)
-        self.embed_ln = nn.LayerNorm(h)
+        # The paper normalises the stacked token embeddings; off, the embeddings keep the
+        # observations' scale (a linear embedding of a 3-dim observation loses most of it to
+        # LayerNorm: on Pendulum, cloning the swing-up expert fails with it, see the trainer docstring).
+        self.embed_ln = nn.LayerNorm(h) if config["embed_layer_norm"] else nn.Identity()
         self.embed_drop = nn.Dropout(float(config["embed_pdrop"]))
         layer = nn.TransformerEncoderLayer(h, int(config["num_heads"]), dim_feedforward=4 * h,
                                            dropout=float(config["resid_pdrop"]), activation="gelu",
