@@ -109,18 +109,16 @@ def test_acting_context_starts_at_the_target_and_subtracts_rewards(pendulum_dir,
 
 
 # --- learning --------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_dt_learns_cartpole_from_mixed_data_and_follows_its_target(tmp_path):
+def test_dt_learns_cartpole_from_mixed_data_and_reports_its_target(tmp_path):
     data = str(tmp_path / "cartpole")
     write_mixed_cartpole_dataset(data, 30, 0.5, seed=3)
     config = {**TINY, "input": data, "target_return": 100.0, "max_ep_len": 100, "embed_dim": 32,
               "model": {"max_seq_len": 5}, "lr": 1e-3, "grad_clip": None, "train_batch_size": 320,
               "timesteps_per_iteration": 320 * 50, "replay_buffer_config": {"capacity": 30},
-              "evaluation_num_episodes": 6, "evaluation_config": {"input": "sampler", "explore": False,
-                                                                 "env_config": {}},
+              "horizon": 100, "evaluation_num_episodes": 6,
+              "evaluation_config": {"input": "sampler", "explore": False},
               "embed_pdrop": 0.0, "resid_pdrop": 0.0, "attn_pdrop": 0.0, "seed": 1}
-    trainer = DTTrainer(env=lambda _: gym.make("CartPole-v1", max_episode_steps=100), config=config,
-                        logdir=str(tmp_path / "log"))
+    trainer = DTTrainer(env="CartPole-v1", config=config, logdir=str(tmp_path / "log"))
     losses = [trainer.train()["info"]["learner"]["default_policy"]["learner_stats"]["action_loss"]
               for _ in range(3)]
     result = trainer.evaluate()["evaluation"]
@@ -208,9 +206,10 @@ def test_dt_refuses_bad_configs_and_spaces(pendulum_dir, tmp_path):
                                                                           "normalize_actions": False})
 
     class MultiDiscreteEnv(gym.Env):
-        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-        action_space = gym.spaces.MultiDiscrete([2, 3])
+        def __init__(self, env_config=None):
+            self.observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+            self.action_space = gym.spaces.MultiDiscrete([2, 3])
 
     with pytest.raises(ValueError, match="Box and Discrete"):
-        DTTrainer(env=lambda _: MultiDiscreteEnv(), logdir=str(tmp_path / "e"),
+        DTTrainer(env=MultiDiscreteEnv, logdir=str(tmp_path / "e"),
                   config={**base, "target_return": 0.0})

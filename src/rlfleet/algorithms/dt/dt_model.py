@@ -56,6 +56,10 @@ class DTModel(nn.Module):
         self.rtg_scale = float(config["rtg_scale"])
         self.target_return = float(config["target_return"]) if config.get("target_return") is not None else 0.0
         self.embed_timestep = nn.Embedding(self.max_ep_len, h)
+        # GPT-2's initialisation of embeddings (std 0.02, as the paper's GPT-2 model has):
+        # torch's default N(0, 1) rows would swamp the return-to-go and observation inputs,
+        # and the model would tell episodes apart by their timesteps alone.
+        nn.init.normal_(self.embed_timestep.weight, std=0.02)
         self.embed_return = nn.Linear(1, h)
         self.embed_obs = nn.Linear(self.obs_dim, h)
         self.embed_action = nn.Linear(self.action_in_dim, h)
