@@ -1,7 +1,7 @@
 """Decision Transformer vs behaviour cloning on Pendulum-v1 from mixed offline data, and DT's
 return conditioning.
 
-Data: `write_mixed_pendulum_dataset` (rlfleet/env/examples/pendulum_expert.py), half episodes
+Data: `write_mixed_pendulum_dataset` (rlfleet/offline/pendulum_dataset.py), half episodes
 of the scripted swing-up expert, half uniformly random torques, written per seed. Each learner
 trains for the same number of gradient updates; evaluation runs greedy episodes in the env.
 
@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 from rlfleet.algorithms.bc import BCTrainer  # noqa: E402
 from rlfleet.algorithms.dt import DTTrainer  # noqa: E402
-from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset  # noqa: E402
+from rlfleet.offline.pendulum_dataset import write_mixed_pendulum_dataset  # noqa: E402
 from rlfleet.rollout.metrics import summarize_episodes  # noqa: E402
 
 # DT's settings here (the dataset is written per seed, too large for a tuned example's file);

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from rlfleet.algorithms.dt import DTTrainer, EpisodeAssembler, SegmentBuffer, returns_to_go
-from rlfleet.env.examples.cartpole_expert import write_mixed_cartpole_dataset
-from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset
+from rlfleet.offline.cartpole_dataset import write_mixed_cartpole_dataset
+from rlfleet.offline.pendulum_dataset import write_mixed_pendulum_dataset
 from rlfleet.policy.sample_batch import SampleBatch
 
 SB = SampleBatch
