@@ -11,6 +11,11 @@ DT is evaluated conditioned on the expert's mean return and on a middle target (
 default), reporting the achieved return beside each target.
 
     python benchmarks/decision_transformer.py --seeds 0 1 2
+
+Measured (seed 0, 400 episodes, 2000 updates each, 20 evaluation episodes, 2 busy cores):
+DT 0.38 (-812 conditioned on the expert's -152; -895 conditioned on -600), with one layer
+0.40 (-788; -903); BC 0.08 (-1131). DT beats BC but stays far below the expert's level, and
+does not follow the -600 target.
 """
 from __future__ import annotations
 
