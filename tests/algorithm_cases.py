@@ -51,6 +51,7 @@ SUPPORTED_ACTION_SPACES = {
     # single-agent space is refused.
     "QMIX": set(),
     "MAML": set(ACTION_SPACES),
+    "DT": {"Box", "Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -101,6 +102,9 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
     # Two tasks (ActionSpaceEnv's reward signs) per iteration, pre- and post-adaptation.
     "MAML": {"rollout_fragment_length": 16, "meta_batch_size": 2, "model": {"fcnet_hiddens": [16]}},
+    # Whole 8-step episodes from the env's fragments (DT gathers them), segments of 4 steps.
+    "DT": {"input": "sampler", "target_return": 4.0, "max_ep_len": 16, "embed_dim": 8, "num_layers": 1,
+           "train_batch_size": 32, "timesteps_per_iteration": 32, "model": {"max_seq_len": 4}},
 }
 
 class ActionSpaceEnv(gym.Env):

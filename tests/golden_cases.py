@@ -36,7 +36,7 @@ _BOX_ENV = "Pendulum-v1"
 GOLDEN_ENVS: Dict[str, str] = {
     **{algo: _DISCRETE_ENV for algo in ("PPO", "DDPPO", "PG", "DQN", "SimpleQ", "A2C", "A3C", "IMPALA", "APPO",
                                          "APEX", "BC", "MARWIL", "ES", "ARS", "R2D2", "APEX_R2D2")},
-    **{algo: _BOX_ENV for algo in ("SAC", "DDPG", "TD3", "APEX_DDPG", "CQL", "RNNSAC")},
+    **{algo: _BOX_ENV for algo in ("SAC", "DDPG", "TD3", "APEX_DDPG", "CQL", "RNNSAC", "DT")},
     "BanditLinUCB": "rlfleet.env.examples.bandits:LinearContextualBandit",
     "BanditLinTS": "rlfleet.env.examples.bandits:LinearContextualBandit",
     "MADDPG": "rlfleet.env.examples.maddpg_envs:MatchTargetEnv",
@@ -61,7 +61,7 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
     "asynchronous": ("APPO", "IMPALA"),
     "off-policy, discrete": ("DQN", "SimpleQ", "APEX"),
     "off-policy, continuous": ("SAC", "DDPG", "TD3", "APEX_DDPG"),
-    "offline": ("MARWIL", "BC", "CQL"),
+    "offline": ("MARWIL", "BC", "CQL", "DT"),
     "recurrent replay": ("R2D2", "APEX_R2D2", "RNNSAC"),
     "bandits": ("BanditLinTS", "BanditLinUCB"),
     "perturbation search": ("ARS", "ES"),

@@ -5,14 +5,13 @@ of uniformly random torques, written as JSON lines that `input: <folder>` reads.
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional
 
 import gymnasium as gym
 import numpy as np
 
 from rlfleet.env.examples.pendulum_expert import MAX_TORQUE, expert_torque
-from rlfleet.offline.writer import JsonWriter
+from rlfleet.offline.mixed_dataset import write_mixed_dataset
 from rlfleet.policy.sample_batch import SampleBatch
 
 
@@ -48,23 +47,5 @@ def write_mixed_pendulum_dataset(path: str, episodes: int = 100, expert_fraction
     policies write them. Returns the mean return of each part (`expert_return`,
     `random_return`) and the files' folder (`path`).
     """
-    if not 0.0 <= expert_fraction <= 1.0:
-        raise ValueError(f"expert_fraction must lie in [0, 1], got {expert_fraction}")
-    kwargs = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
-    env = gym.make("Pendulum-v1", **kwargs)
-    rng = np.random.default_rng(seed)
-    n_expert = int(round(episodes * expert_fraction))
-    writer = JsonWriter(path, actions_normalized=True)
-    returns: Dict[bool, list] = {True: [], False: []}
-    try:
-        for i in range(int(episodes)):
-            expert = i < n_expert
-            batch = _episode(env, seed * 100_003 + i, i, expert, rng)
-            returns[expert].append(float(batch[SampleBatch.REWARDS].sum()))
-            writer.write(batch)
-    finally:
-        writer.close()
-        env.close()
-    mean = lambda xs: float(np.mean(xs)) if xs else float("nan")  # noqa: E731
-    return {"expert_return": mean(returns[True]), "random_return": mean(returns[False]),
-            "path": os.path.abspath(path)}
+    return write_mixed_dataset(path, "Pendulum-v1", _episode, episodes, expert_fraction, seed, max_episode_steps,
+                               actions_normalized=True)
