@@ -39,6 +39,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "MADDPG": ("rlfleet.algorithms.maddpg", "MADDPGTrainer"),
     "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
     "MAML": ("rlfleet.algorithms.maml", "MAMLTrainer"),
+    "MBMPO": ("rlfleet.algorithms.mbmpo", "MBMPOTrainer"),
 }
 
 
