@@ -5,7 +5,7 @@ over the whole `[T, N]` block, bootstrapped from the value of the last observati
 episodes are cut at the horizon, not ended)."""
 from __future__ import annotations
 
-from typing import Mapping, Tuple
+from typing import Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -20,8 +20,10 @@ SB = SampleBatch
 
 
 def imagine(policy, params: Mapping[str, torch.Tensor], env: ImaginedVectorEnv, *, gamma: float, lambda_: float,
-            normalize_actions: bool, clip_actions: bool) -> Tuple[SampleBatch, np.ndarray]:
-    """One imagined episode of every copy of `env` with the policy's model under `params`.
+            normalize_actions: bool, clip_actions: bool, generator: Optional[torch.Generator] = None
+            ) -> Tuple[SampleBatch, np.ndarray]:
+    """One imagined episode of every copy of `env` with the policy's model under `params`
+    (actions drawn with `generator`; None: torch's global one).
 
     Returns:
         `(batch, returns)`: `batch` holds `T * N` rows (time-major) with obs, actions (the
@@ -40,7 +42,7 @@ def imagine(policy, params: Mapping[str, torch.Tensor], env: ImaginedVectorEnv, 
         for t in range(T):
             inputs, values = forward_with(model, params, {SB.OBS: torch.as_tensor(obs)})
             dist = dist_class(inputs, model)
-            actions = dist.sample()
+            actions = dist.sample(generator)
             if act_buf is None:
                 act_buf = np.zeros((T, *actions.shape), np.float32)
                 dist_buf = np.zeros((T, *inputs.shape), np.float32)

@@ -23,6 +23,8 @@ from rlfleet.utils.seeding import derive_seed
 
 K = ConfigKey
 # RLlib 1.x's MB-MPO defaults (rllib/agents/mbmpo/mbmpo.py) where they differ from MAML's.
+_ADAPT_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ACTION_LOGP, SampleBatch.ACTION_DIST_INPUTS,
+                  SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS)
 _MBMPO_DEFAULTS = {"maml_optimizer_steps": 8, "inner_lr": 1e-3, "clip_param": 0.5}
 
 ALGO_KEYS: List[ConfigKey] = [k._replace(default=_MBMPO_DEFAULTS.get(k.name, k.default)) for k in MAML_KEYS
@@ -136,9 +138,16 @@ class MBMPOTrainer(Trainer):
         self._obs_bounds = (low, high) if np.all(np.isfinite(low)) and np.all(np.isfinite(high)) else (None, None)
         self._adapt_batches: List[Optional[SampleBatch]] = [None] * int(config["ensemble_size"])
         self._metrics: Dict[str, float] = {}
+        self._generator: Optional[torch.Generator] = None
 
     def training_step(self) -> Dict[str, Any]:
         cfg = self.config
+        self._generator = None
+        if cfg.get("seed") is not None:
+            # Imagined start states and actions drawn per iteration from the seed: a resumed run
+            # draws the same.
+            self._env.reset(seed=derive_seed(cfg["seed"], "mbmpo_starts", self.iteration) & 0x7FFFFFFF)
+            self._generator = torch.Generator().manual_seed(derive_seed(cfg["seed"], "mbmpo_imagine", self.iteration))
         # === sample: real data with the adapted policies ===
         for batch in self._sample_real():
             self.store.add(batch)
@@ -174,7 +183,8 @@ class MBMPOTrainer(Trainer):
         batches = []
         for step in range(int(cfg["inner_adaptation_steps"]) + 1):
             batch, returns = imagine(policy, params, env, gamma=cfg["gamma"], lambda_=cfg["lambda"],
-                                     normalize_actions=cfg["normalize_actions"], clip_actions=cfg["clip_actions"])
+                                     normalize_actions=cfg["normalize_actions"], clip_actions=cfg["clip_actions"],
+                                     generator=self._generator)
             batches.append(batch)
             self._record(f"MAMLIter{maml_iter}_DynaTrajInner_{step}_episode_reward_mean", member, returns)
             self._record(f"imagined_reward_mean_adapt_{step}", member, returns)
@@ -210,12 +220,14 @@ class MBMPOTrainer(Trainer):
 
     def _sample_real(self) -> List[SampleBatch]:
         indices = self.workers.remote_worker_indices()
+        seed = self.config.get("seed")
+        seed = derive_seed(seed, "mbmpo_real", self.iteration) if seed is not None else None
         if not indices:
             member = self.iteration % self.ensemble.size
-            return [sample_adapted(self.workers.local_worker(), self._adapted_weights(member))]
+            return [sample_adapted(self.workers.local_worker(), self._adapted_weights(member), seed)]
         weights = {index: self._adapted_weights(j % self.ensemble.size) for j, index in enumerate(indices)}
         answers = self.workers.foreach_worker_with_index(
-            lambda worker, i: sample_adapted(worker, weights[i]) if i in weights else None)
+            lambda worker, i: sample_adapted(worker, weights[i], seed) if i in weights else None)
         return [b for b in answers[1:] if b is not None]
 
     def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
@@ -229,6 +241,9 @@ class MBMPOTrainer(Trainer):
             "ensemble": {k: v.detach().cpu().numpy() for k, v in self.ensemble.state_dict().items()},
             "transitions": self.store.get_state(),
             "rng": self._rng.bit_generator.state,
+            # What the next iteration's real-data policies adapt on.
+            "adapt_batches": {str(m): {c: np.asarray(b[c]) for c in _ADAPT_COLUMNS}
+                              for m, b in enumerate(self._adapt_batches) if b is not None},
         })
 
     def set_state(self, state: Dict[str, Any]) -> None:
@@ -238,6 +253,9 @@ class MBMPOTrainer(Trainer):
             self.ensemble.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in mbmpo["ensemble"].items()})
             self.store.set_state(mbmpo["transitions"])
             self._rng.bit_generator.state = mbmpo["rng"]
+            saved = mbmpo.get("adapt_batches") or {}
+            self._adapt_batches = [SampleBatch({c: np.asarray(v) for c, v in saved[str(m)].items()})
+                                   if str(m) in saved else None for m in range(self.ensemble.size)]
 
     def stop(self) -> None:
         env = getattr(self, "_env", None)

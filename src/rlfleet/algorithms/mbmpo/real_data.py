@@ -15,20 +15,23 @@ SB = SampleBatch
 Weights = Dict[str, np.ndarray]
 
 
-def sample_adapted(worker, weights: Optional[Weights]) -> SampleBatch:
-    """One `sample()` of `worker` with `weights` (None: its own, the meta weights); the
-    worker's policy has its own weights back afterwards."""
+def sample_adapted(worker, weights: Optional[Weights], seed: Optional[int]) -> SampleBatch:
+    """One `sample()` of `worker` with `weights` (None: its own, the meta weights), from fresh
+    episodes (every episode of the batch runs one policy); the worker's policy has its own
+    weights back afterwards. The fresh episodes' resets are seeded from `seed` (and the
+    worker's index; None: unseeded), so a run resumed from a checkpoint samples the same. Episodes still in flight are dropped by the next call's restart,
+    not here: a restart also drops the finished episodes' metrics, which the trainer has
+    not collected yet."""
     policy = worker.get_policy(DEFAULT_POLICY_ID)
     own = policy.get_weights()
+    worker.restart_episodes(seed)
     try:
         if weights is not None:
             policy.set_weights(dict(own, **weights))
-            worker.restart_episodes(None)  # every episode of the batch runs one policy
         return worker.sample().as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
     finally:
         if weights is not None:
             policy.set_weights(own)
-            worker.restart_episodes(None)
 
 
 class TransitionStore:
