@@ -51,6 +51,8 @@ SUPPORTED_ACTION_SPACES = {
     # single-agent space is refused.
     "QMIX": set(),
     "MAML": set(ACTION_SPACES),
+    # Learned dynamics over flat Box observations and actions only.
+    "MBMPO": {"Box"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -101,6 +103,10 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
     # Two tasks (ActionSpaceEnv's reward signs) per iteration, pre- and post-adaptation.
     "MAML": {"rollout_fragment_length": 16, "meta_batch_size": 2, "model": {"fcnet_hiddens": [16]}},
+    # Two small dynamics models, one short MAML step in 8-step imagined episodes.
+    "MBMPO": {"rollout_fragment_length": 16, "horizon": 8, "ensemble_size": 2, "num_worker_envs": 2,
+              "num_maml_steps": 1, "maml_optimizer_steps": 1, "model": {"fcnet_hiddens": [16]},
+              "dynamics_model": {"model_hiddens": [16], "model_train_epochs": 2}},
 }
 
 class ActionSpaceEnv(gym.Env):
@@ -136,6 +142,10 @@ class ActionSpaceEnv(gym.Env):
         self._t += 1
         reward = self._sign * float(S.flatten(self.action_space, action)[0])
         return self._obs(), reward, self._t >= 8, False, {}
+
+    def reward(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
+        """The same reward over a batch (MB-MPO's hook), for env-space Box actions."""
+        return self._sign * np.asarray(action, np.float32).reshape(len(obs), -1)[:, 0]
 
     def _obs(self) -> np.ndarray:
         return self.np_random.uniform(-1.0, 1.0, 3).astype(np.float32)

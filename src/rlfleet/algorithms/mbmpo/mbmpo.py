@@ -45,7 +45,6 @@ ALGO_KEYS: List[ConfigKey] = [k._replace(default=_MBMPO_DEFAULTS.get(k.name, k.d
       "validation (its early stopping).", number_in(0, 0.9)),
     K("dynamics_model.patience", 5, "Epochs without a better validation loss before a model's fit stops.",
       int_at_least(1)),
-    override("lr", 1e-3),
     override("horizon", 200),
 ]
 
@@ -124,7 +123,8 @@ class MBMPOTrainer(Trainer):
         obs_space, act_space = self._env.observation_space, self._env.action_space
         for role, space in (("observation", obs_space), ("action", act_space)):
             if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-                raise ValueError(f"MBMPO models flat Box spaces only; the env's {role} space is {space}")
+                raise ValueError(f"MBMPO models flat (1-D) Box observation and action spaces only; the env's "
+                                 f"{role} space: got {type(space).__name__} {space}")
         seed = config.get("seed")
         self._rng = np.random.default_rng(derive_seed(seed, "mbmpo", 0) if seed is not None else None)
         self._env.reset(seed=int(self._rng.integers(2 ** 31)))
