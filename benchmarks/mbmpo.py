@@ -6,11 +6,12 @@ iteration (real steps, return of the iteration's episodes, imagined returns befo
 adaptation, model validation loss, seconds), then per seed the real steps at which -300 was
 first reached (or the best return seen).
 
-Usage: python benchmarks/mbmpo.py [--seeds 0] [--max-steps 20000] [--threads 1]
+Usage: python benchmarks/mbmpo.py [--seeds 0] [--max-steps 20000] [--threads 1] [--override JSON]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -58,11 +59,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--max-steps", type=int, default=20000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
+    parser.add_argument("--override", default="{}", help="JSON merged over the tuned example's config")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     spec = next(iter(yaml.safe_load(EXAMPLE.read_text()).values()))
+    spec["config"].update(json.loads(args.override))
     for seed in args.seeds:
         out = run(spec, seed, args.max_steps)
         verdict = f"-300 at {out['reached_at']} real steps" if out["reached_at"] else f"best {out['best']:.1f}"

@@ -92,6 +92,14 @@ class MBMPOTrainer(Trainer):
       them).
     - Inner steps and meta loss are rlfleet's MAML (see its page): the value loss clamps
       the squared error at `vf_clip_param`; `inner_adaptation_steps: 0` is allowed.
+    - `num_worker_envs` counts imagined episodes per member and stage on the driver
+      (RLlib 1.x: model-backed envs per worker; its `custom_vector_env` is not offered).
+    - `horizon` (the common key, default 200 here) also cuts the real episodes, as in
+      RLlib 1.x; `None` is refused (the imagined episodes need a length).
+    - Imagined episodes and the real data's episode resets are seeded from `seed` and the
+      iteration, and a checkpoint holds the real transitions, the ensemble (its
+      normalisation statistics included) and the batches the next real-data policies adapt
+      on, so a resumed run repeats the original.
     - `train_batch_size` is not read. Single-agent, non-recurrent models only.
     """
 
