@@ -52,6 +52,8 @@ SUPPORTED_ACTION_SPACES = {
     "QMIX": set(),
     "MAML": set(ACTION_SPACES),
     "DT": {"Box", "Discrete"},
+    # Learned dynamics over flat Box observations and actions only.
+    "MBMPO": {"Box"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -105,6 +107,10 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     # Whole 8-step episodes from the env's fragments (DT gathers them), segments of 4 steps.
     "DT": {"input": "sampler", "target_return": 4.0, "max_ep_len": 16, "embed_dim": 8, "num_layers": 1,
            "train_batch_size": 32, "timesteps_per_iteration": 32, "model": {"max_seq_len": 4}},
+    # Two small dynamics models, one short MAML step in 8-step imagined episodes.
+    "MBMPO": {"rollout_fragment_length": 16, "horizon": 8, "ensemble_size": 2, "num_worker_envs": 2,
+              "num_maml_steps": 1, "maml_optimizer_steps": 1, "model": {"fcnet_hiddens": [16]},
+              "dynamics_model": {"model_hiddens": [16], "model_train_epochs": 2}},
 }
 
 class ActionSpaceEnv(gym.Env):
@@ -140,6 +146,10 @@ class ActionSpaceEnv(gym.Env):
         self._t += 1
         reward = self._sign * float(S.flatten(self.action_space, action)[0])
         return self._obs(), reward, self._t >= 8, False, {}
+
+    def reward(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
+        """The same reward over a batch (MB-MPO's hook), for env-space Box actions."""
+        return self._sign * np.asarray(action, np.float32).reshape(len(obs), -1)[:, 0]
 
     def _obs(self) -> np.ndarray:
         return self.np_random.uniform(-1.0, 1.0, 3).astype(np.float32)

@@ -42,6 +42,7 @@ GOLDEN_ENVS: Dict[str, str] = {
     "MADDPG": "rlfleet.env.examples.maddpg_envs:MatchTargetEnv",
     "QMIX": "rlfleet.env.examples.team_envs:two_step_team",
     "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
+    "MBMPO": "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward",
 }
 
 # Beyond each algorithm's tiny config: the state a checkpoint can hold is all there (replay
@@ -66,7 +67,7 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
     "bandits": ("BanditLinTS", "BanditLinUCB"),
     "perturbation search": ("ARS", "ES"),
     "multi-agent": ("MADDPG", "QMIX"),
-    "meta-learning": ("MAML",),
+    "meta-learning": ("MAML", "MBMPO"),
 }
 # Learns on remote workers only: needs a (local, loopback) Ray session, ~15 s: marked slow.
 NEEDS_RAY = {"DDPPO"}

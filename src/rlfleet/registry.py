@@ -40,6 +40,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
     "MAML": ("rlfleet.algorithms.maml", "MAMLTrainer"),
     "DT": ("rlfleet.algorithms.dt", "DTTrainer"),
+    "MBMPO": ("rlfleet.algorithms.mbmpo", "MBMPOTrainer"),
 }
 
 
