@@ -32,6 +32,8 @@ ALGORITHMS = list_algorithms()
 CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
 # Algorithms that need an env of their own kind: a grouped env for QMIX (it learns for a group of
 # agents), a task family for MAML (sample_tasks / set_task).
+# Keys an algorithm cannot run without (no default exists), set under every draw.
+REQUIRED: Dict[str, Dict[str, Any]] = {"DT": {"target_return": 1.0}}
 GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team",
                 "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv"}
 
@@ -131,7 +133,7 @@ def fuzz(max_examples: int) -> settings:
 def test_validation_accepts_or_names_the_key(drawn):
     algo, values = drawn
     try:
-        _validate_only(algo, _as_config(values, {}))
+        _validate_only(algo, _as_config(values, dict(REQUIRED.get(algo, {}))))
     except ValueError as e:
         _assert_names_a_key(e, values)
 
@@ -153,8 +155,8 @@ _SIZE_KEYS = re.compile(r"hiddens|cell_size|dim$|num_atoms|num_envs|_units|_head
 
 def _tiny_base(algo: str) -> Dict[str, Any]:
     # Everything in this process: some algorithms default to remote workers (APEX: 32).
-    base: Dict[str, Any] = {"model": {"fcnet_hiddens": [8]}, "log_sys_usage": False, "num_workers": 0,
-                            "evaluation_num_workers": 0}
+    base: Dict[str, Any] = {**REQUIRED.get(algo, {}), "model": {"fcnet_hiddens": [8]}, "log_sys_usage": False,
+                            "num_workers": 0, "evaluation_num_workers": 0}
     if algo in ("SAC",):
         base.update(Q_model={"fcnet_hiddens": [8]}, policy_model={"fcnet_hiddens": [8]})
     if algo in ("DDPG", "TD3", "APEX_DDPG"):
