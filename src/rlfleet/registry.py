@@ -38,6 +38,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
     "MADDPG": ("rlfleet.algorithms.maddpg", "MADDPGTrainer"),
     "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
+    "AlphaZero": ("rlfleet.algorithms.alphazero", "AlphaZeroTrainer"),
 }
 
 
