@@ -3,6 +3,7 @@ reuse: the action spaces, which of them each registered algorithm supports, a ti
 algorithm (about a second per train() call), an env for any action space, and `build`."""
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict
 
 import gymnasium as gym
@@ -50,6 +51,8 @@ SUPPORTED_ACTION_SPACES = {
     # A grouped env's Tuple of Discrete actions only (tests/algorithms/test_qmix.py): every
     # single-agent space is refused.
     "QMIX": set(),
+    # A search over Discrete moves (ActionSpaceEnv saves and restores its position for it).
+    "AlphaZero": {"Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -98,6 +101,9 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
     "MADDPG": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16], "rollout_fragment_length": 16},
     "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
+    "AlphaZero": {"rollout_fragment_length": 16, "train_batch_size": 32, "sgd_minibatch_size": 16, "num_sgd_iter": 2,
+                  "model": {"fcnet_hiddens": [16]}, "mcts_config": {"num_simulations": 4},
+                  "ranked_rewards": {"num_init_rewards": 4}},
 }
 
 class ActionSpaceEnv(gym.Env):
@@ -125,6 +131,15 @@ class ActionSpaceEnv(gym.Env):
         self._t += 1
         reward = float(S.flatten(self.action_space, action)[0])
         return self._obs(), reward, self._t >= 8, False, {}
+
+    # The position, saved and restored by tree search (AlphaZero): the step count and the RNG
+    # the observations are drawn from.
+    def get_state(self) -> tuple:
+        return self._t, copy.deepcopy(self.np_random.bit_generator.state)
+
+    def set_state(self, state: tuple) -> None:
+        self._t = int(state[0])
+        self.np_random.bit_generator.state = copy.deepcopy(state[1])
 
     def _obs(self) -> np.ndarray:
         return self.np_random.uniform(-1.0, 1.0, 3).astype(np.float32)

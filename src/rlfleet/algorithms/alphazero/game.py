@@ -54,8 +54,7 @@ def check_search_hooks(env: Any) -> None:
         raise ValueError(
             f"AlphaZero searches by saving and restoring the env, but {type(env).__name__} has no "
             f"{' and no '.join(name + '()' for name in missing)}: give the env `get_state()` (returning its "
-            "whole position, e.g. a tuple or bytes) and `set_state(state)` (restoring it and returning the "
-            "observation of the player to move)")
+            "whole position, e.g. a tuple or bytes) and `set_state(state)` (restoring it)")
 
 
 def legal_mask(obs: Any, num_actions: int) -> np.ndarray:
@@ -83,8 +82,8 @@ class SearchGame:
         self.two_player = isinstance(env, MultiAgentEnv)
         space = env.action_space
         if not isinstance(space, gym.spaces.Discrete):
-            raise ValueError(f"AlphaZero searches over Discrete actions; {type(env).__name__}'s action space is "
-                             f"{space}")
+            raise ValueError(f"AlphaZero searches over Discrete actions (one branch per move); "
+                             f"{type(env).__name__}'s action space is {space}: got {type(space).__name__}")
         self.num_actions = int(space.n)
         self._get, self._set = _hook(env, "get_state"), _hook(env, "set_state")
 
