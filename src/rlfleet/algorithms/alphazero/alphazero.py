@@ -1,37 +1,6 @@
-"""AlphaZero: self-play with a tree search guided by a policy-value network, which learns the
-search's move choices and the games' outcomes (Silver et al. 2018, Science 362:1140), with
-ranked rewards for single-player tasks (Laterre et al. 2018, arXiv:1807.01672).
-
-Each training step the workers play whole episodes, every move chosen by `mcts_config.
-num_simulations` simulations of PUCT search from the current position (the env is saved and
-restored with its `get_state()` / `set_state(state)`); the moves join a replay window of the
-last `replay_buffer_size` rows, and the network takes `num_sgd_iter` passes of minibatch SGD
-over `train_batch_size` rows drawn from it. Two-player games are turn-based rlfleet
-`MultiAgentEnv`s (connect four: `rlfleet.env.examples.connect_four`): one network plays both
-seats, each position valued for the player to move. Action masks (an `"action_mask"` in a Dict
-observation) bound both the search and the network.
-
-Departures from RLlib 1.x's AlphaZero (and the papers):
-
-- Two-player games are supported (RLlib 1.x searched single-player envs only); a move's gain
-  is half the mover's reward less half the opponent's, and values flip sign between seats.
-- The policy target is the search's normalised visit counts (the paper's pi); RLlib 1.x trained
-  on the counts raised to `temperature`. `temperature` keeps RLlib 1.x's meaning when drawing
-  the move (an exponent on the counts: the paper's 1/tau).
-- The search starts a fresh tree at every move (RLlib 1.x kept the chosen subtree); PUCT's
-  exploration term uses sqrt(max(1, parent visits)), so the priors order the first visit.
-- Value labels: single-player without ranked rewards, the return still to come (RLlib 1.x gave
-  every step the whole episode's return); with ranked rewards, the episode's rank, the
-  ranking coin-flipped on a tie with the threshold (the paper's rule; RLlib 1.x ranked a tie as
-  a win).
-- `replay_buffer_size` counts rows (moves), and every training step adds `train_batch_size`
-  new self-play moves before learning (RLlib 1.x kept sample batches and replayed them after
-  `learning_starts`).
-- Ranked rewards apply to single-player tasks; with a two-player env, `ranked_rewards.enable`
-  is not used (a warning says so): the game's outcome is already a win or a loss.
-- The trainer's evaluation workers, `compute_single_action` and export act with the network
-  alone (masked priors, argmax when `explore` is False); the search as a player is
-  `rlfleet.algorithms.alphazero.players.search_player`.
+"""AlphaZero's trainer: self-play rounds on the workers, ranked rewards, SGD on a replay window
+(the algorithm and its departures from RLlib 1.x are in `AlphaZeroTrainer`'s docstring,
+which its docs page shows).
 """
 from __future__ import annotations
 
@@ -95,7 +64,46 @@ DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
 class AlphaZeroTrainer(Trainer):
-    """AlphaZero with ranked rewards (see the module doc)."""
+    """AlphaZero: self-play with a tree search guided by a policy-value network, which learns the
+    search's move choices and the games' outcomes (Silver et al. 2018, Science 362:1140), with
+    ranked rewards for single-player tasks (Laterre et al. 2018, arXiv:1807.01672).
+
+    Each training step the workers play whole episodes, every move chosen by `mcts_config.
+    num_simulations` simulations of PUCT search from the current position (the env is saved and
+    restored with its `get_state()` / `set_state(state)`); the moves join a replay window of the
+    last `replay_buffer_size` rows, and the network takes `num_sgd_iter` passes of minibatch SGD
+    over `train_batch_size` rows drawn from it. Two-player games are turn-based rlfleet
+    `MultiAgentEnv`s (connect four: `rlfleet.env.examples.connect_four`): one network plays both
+    seats, each position valued for the player to move. Action masks (an `"action_mask"` in a Dict
+    observation) bound both the search and the network. With `num_workers: 0` the trainer's own
+    worker plays; with N remote workers (Ray) each plays rounds of `rollout_fragment_length`
+    moves on its `num_envs_per_worker` envs, in lockstep (one network call per simulation for
+    all of them), until `train_batch_size` moves are in; the new weights go to every worker after
+    each update.
+
+    Departures from RLlib 1.x's AlphaZero (and the papers):
+
+    - Two-player games are supported (RLlib 1.x searched single-player envs only); a move's gain
+      is half the mover's reward less half the opponent's, and values flip sign between seats.
+    - The policy target is the search's normalised visit counts (the paper's pi); RLlib 1.x trained
+      on the counts raised to `temperature`. `temperature` keeps RLlib 1.x's meaning when drawing
+      the move (an exponent on the counts: the paper's 1/tau).
+    - The search starts a fresh tree at every move (RLlib 1.x kept the chosen subtree); PUCT's
+      exploration term uses sqrt(max(1, parent visits)), so the priors order the first visit.
+    - Value labels: single-player without ranked rewards, the return still to come (RLlib 1.x gave
+      every step the whole episode's return); with ranked rewards, the episode's rank, the
+      ranking coin-flipped on a tie with the threshold (the paper's rule; RLlib 1.x ranked a tie as
+      a win).
+    - `replay_buffer_size` counts rows (moves), and every training step adds `train_batch_size`
+      new self-play moves before learning (RLlib 1.x kept sample batches and replayed them after
+      `learning_starts`).
+    - `gamma` is not used: returns and values are undiscounted, as in the paper and RLlib 1.x.
+    - Ranked rewards apply to single-player tasks; with a two-player env, `ranked_rewards.enable`
+      is not used (a warning says so): the game's outcome is already a win or a loss.
+    - The trainer's evaluation workers, `compute_single_action` and export act with the network
+      alone (masked priors, argmax when `explore` is False); the search as a player is
+      `rlfleet.algorithms.alphazero.players.search_player`.
+    """
 
     _name = "AlphaZero"
     _default_config = DEFAULT_CONFIG
@@ -106,6 +114,9 @@ class AlphaZeroTrainer(Trainer):
         if config["sgd_minibatch_size"] > config["train_batch_size"]:
             raise ValueError(f"'sgd_minibatch_size': {config['sgd_minibatch_size']} must be <= 'train_batch_size' "
                              f"({config['train_batch_size']})")
+        if config["batch_mode"] != "complete_episodes":
+            raise ValueError(f"'batch_mode': {config['batch_mode']!r} is not supported by AlphaZero: its value labels "
+                             "are the outcomes of whole episodes; use 'complete_episodes'")
         if config["observation_filter"] != "NoFilter":
             raise ValueError(f"'observation_filter': {config['observation_filter']!r} is not supported by AlphaZero "
                              "(the search evaluates positions it restores, outside any filter's history); use "
