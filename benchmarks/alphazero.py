@@ -30,9 +30,8 @@ from typing import Any, Dict, List
 import numpy as np
 import yaml
 
-from rlfleet.algorithms.alphazero import AlphaZeroTrainer, SearchGame, SearchSettings
-from rlfleet.algorithms.alphazero.players import (observation_player, play_episode, play_match, random_player,
-                                                 search_player)
+from rlfleet.algorithms.alphazero import AlphaZeroTrainer, SearchGame
+from rlfleet.algorithms.alphazero.players import observation_player, play_episode, play_match, random_player
 from rlfleet.env.examples.connect_four import ConnectFourEnv
 from rlfleet.env.examples.sparse_corridor import SparseCorridorEnv
 from rlfleet.policy.examples.connect_four import heuristic_player
@@ -55,17 +54,11 @@ def _net_player(trainer: AlphaZeroTrainer):
     policy = trainer.get_policy()
     transform = trainer.workers.local_worker().preprocessors["default_policy"].transform
 
-    def act(game, state, obs, mover) -> int:
+    def act(game, state, obs, mover, ret=0.0) -> int:
         priors, _ = policy.evaluate(transform(obs)[None])
         legal = np.asarray(obs["action_mask"]) > 0
         return int(np.argmax(np.where(legal, priors[0], -1.0)))
     return act
-
-
-def _searcher(trainer: AlphaZeroTrainer, sims: int, seed: int, bounded: bool = True):
-    settings = SearchSettings(num_simulations=sims, argmax_tree_policy=True, add_dirichlet_noise=False)
-    transform = trainer.workers.local_worker().preprocessors["default_policy"].transform
-    return search_player(trainer.get_policy(), transform, settings, seed, bounded=bounded)
 
 
 def _rate(counts: Dict[str, int]) -> float:
@@ -86,9 +79,9 @@ def connect_four(seed: int, args, rows: List[Dict[str, Any]], logdir: str) -> No
               f"policy loss {stats['policy_loss']:.3f}, value loss {stats['vf_loss']:.3f}", flush=True)
     train_s = time.time() - start
     opponents = {"random": lambda s: random_player(s), "one-ply": lambda s: observation_player(heuristic_player(s))}
-    plays = [("search", args.eval_sims, _searcher(trainer, args.eval_sims, seed)), ("net", 0, _net_player(trainer))]
+    plays = [("search", args.eval_sims, trainer.search_player(args.eval_sims, seed)), ("net", 0, _net_player(trainer))]
     if seed == args.seeds[0]:
-        plays.append(("untrained", args.eval_sims, _searcher(untrained, args.eval_sims, seed)))
+        plays.append(("untrained", args.eval_sims, untrained.search_player(args.eval_sims, seed)))
     for name, sims, player in plays:
         for opponent, make in opponents.items():
             if opponent == "one-ply" and name == "search" and seed not in args.heuristic_seeds:
@@ -116,8 +109,8 @@ def corridor(seed: int, args, rows: List[Dict[str, Any]], logdir: str) -> None:
             break
     env = SparseCorridorEnv(spec["config"].get("env_config"))
     game = SearchGame(env)
-    for name, sims, player in (("search", args.eval_sims_corridor, _searcher(trainer, args.eval_sims_corridor, seed)),
-                               ("net", 0, _net_player(trainer))):
+    sims = args.eval_sims_corridor
+    for name, sims, player in (("search", sims, trainer.search_player(sims, seed)), ("net", 0, _net_player(trainer))):
         returns = [play_episode(game, player, seed=s) for s in range(5)]
         rows.append(dict(task="sparse corridor", seed=seed, player=name, sims=sims, optimum=env.optimal_return(),
                          greedy_return=float(np.mean(returns)), train_return=result.get("episode_reward_mean"),

@@ -182,6 +182,7 @@ SHORT = {"num_workers": 0, "seed": 0, "rollout_fragment_length": 20, "train_batc
 
 
 def test_short_single_player_train_with_ranked_rewards(tmp_path):
+    from rlfleet.algorithms.alphazero.players import play_episode
     trainer = AlphaZeroTrainer(env=CORRIDOR, config=SHORT, logdir=str(tmp_path))
     try:
         before = trainer.get_policy().get_weights()
@@ -192,6 +193,9 @@ def test_short_single_player_train_with_ranked_rewards(tmp_path):
         assert np.isfinite(stats["ranked_rewards_threshold"]) and stats["replay_rows"] == result["timesteps_total"]
         after = trainer.get_policy().get_weights()
         assert any(not np.array_equal(before[k], after[k]) for k in after)
+        # The search as a player: a legal episode whose return the task allows.
+        ret = play_episode(SearchGame(SparseCorridorEnv()), trainer.search_player(num_simulations=10))
+        assert 0 <= ret <= SparseCorridorEnv().optimal_return()
     finally:
         trainer.stop()
 
@@ -246,9 +250,7 @@ def test_trained_search_beats_random_play_quickly(tmp_path):
     trainer = AlphaZeroTrainer(env=C4, config=config, logdir=str(tmp_path))
     try:
         trainer.train()
-        from rlfleet.algorithms.alphazero.players import search_player
-        pp = trainer.workers.local_worker().preprocessors["default_policy"]
-        player = search_player(trainer.get_policy(), pp.transform, SearchSettings(num_simulations=25, **GREEDY))
+        player = trainer.search_player(num_simulations=25)
         counts = play_match(SearchGame(ConnectFourEnv()), player, random_player(3), 6)
         assert counts["illegal"] == 0 and counts["win"] >= 5, counts
     finally:

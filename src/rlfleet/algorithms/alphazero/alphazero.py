@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from rlfleet.algorithms.alphazero.alphazero_policy import AlphaZeroPolicy, VALUE_LABEL
 from rlfleet.algorithms.alphazero.game import SearchGame
 from rlfleet.algorithms.alphazero.mcts import SearchSettings, ranked
+from rlfleet.algorithms.alphazero.players import GamePlayer, search_player
 from rlfleet.algorithms.alphazero.ranked_rewards import RankedRewardBuffer, random_returns
 from rlfleet.algorithms.alphazero.replay_window import ReplayWindow
 from rlfleet.algorithms.alphazero.self_play import SelfPlayAnswer, SelfPlayRequest, self_play_on_worker
@@ -203,6 +204,24 @@ class AlphaZeroTrainer(Trainer):
         result.update(self._self_play_episodes.add(self._new_episodes), episodes_total=self._self_play_episodes.total)
         self._new_episodes = []
         return result
+
+    # --- the search as a player ----------------------------------------------------------
+    def search_player(self, num_simulations: Optional[int] = None, seed: Optional[int] = 0) -> GamePlayer:
+        """The search with the current network, playing its most visited move without root
+        noise, for `players.play_match` / `players.play_episode` (a single-player task's
+        search ranks by the current ranked-rewards threshold).
+
+        Args:
+            num_simulations: per move (None: `mcts_config.num_simulations`).
+            seed: its random draws (ties between equally visited moves).
+        """
+        sims = {} if num_simulations is None else {"num_simulations": num_simulations}
+        settings = SearchSettings.from_config(self.config["mcts_config"], argmax_tree_policy=True,
+                                              add_dirichlet_noise=False, **sims)
+        transform = self.workers.local_worker().preprocessors[self._policy_id].transform
+        threshold = self._ranked.threshold() if self._ranked is not None else None
+        return search_player(self.get_policy(self._policy_id), transform, settings, seed,
+                             bounded=self._two_player or threshold is not None, ranked_threshold=threshold)
 
     # --- state ---------------------------------------------------------------------------
     def get_state(self) -> Dict[str, Any]:

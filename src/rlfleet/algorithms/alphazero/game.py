@@ -7,7 +7,7 @@ required too. Two kinds of env are searched:
 | env | who moves | the mover's gain on a move |
 | --- | --- | --- |
 | single-agent Gymnasium env | one player | the env's reward |
-| turn-based two-player `MultiAgentEnv` (one observation per step: the player to move's) | the agent observed | half the mover's reward less half the other's (zero-sum games: +1 for a win) |
+| turn-based two-player `MultiAgentEnv` (one observation per step) | the agent observed | half its reward less half the other's (+1 for a win) |
 
 A step that ends the episode (terminated or truncated, or `"__all__"`) is a leaf of the tree.
 Legal moves come from the observation's `"action_mask"` (a Dict observation, as rlfleet's

@@ -100,8 +100,9 @@ class ConnectFourEnv(MultiAgentEnv):
             raise ValueError(f"ConnectFourEnv.step: it is {mover!r}'s turn, got actions for {sorted(action_dict)}")
         col = int(action_dict[mover])
         if not 0 <= col < COLUMNS or self.heights[col] >= ROWS:
-            raise ValueError(f"ConnectFourEnv.step: {mover!r} played column {col}, which is "
-                             f"{'full' if 0 <= col < COLUMNS else 'off the board'}; the action_mask lists the legal ones")
+            where = "full" if 0 <= col < COLUMNS else "off the board"
+            raise ValueError(f"ConnectFourEnv.step: {mover!r} played column {col}, which is {where}; the "
+                             "action_mask lists the legal ones")
         row = ROWS - 1 - int(self.heights[col])
         who = self.to_move + 1
         self.board[row, col] = who
