@@ -10,9 +10,9 @@ then matches of `--games` games, seats alternating, against
 - `one-ply`: rlfleet.policy.examples.connect_four's scripted player (wins if it can, blocks if
   it must, else random).
 The search is itself a player, so each match names its simulations per move (`--eval-sims`,
-argmax of the visits, no root noise); the `net` rows play the trained network alone (argmax
+most visited move, no root noise; `AlphaZeroTrainer.search_player`); the `net` rows play the trained network alone (argmax
 of its masked priors, no search), and the `untrained` rows the same search with the seed's
-untrained network, to show what training added.
+untrained network (the first seed's), to show what training added.
 
 Sparse corridor (tuned_examples/alphazero/sparse-corridor-alphazero.yaml): per seed, training
 to its stop, then the greedy search's and the network's returns against the optimum (15).
@@ -79,9 +79,10 @@ def connect_four(seed: int, args, rows: List[Dict[str, Any]], logdir: str) -> No
               f"policy loss {stats['policy_loss']:.3f}, value loss {stats['vf_loss']:.3f}", flush=True)
     train_s = time.time() - start
     opponents = {"random": lambda s: random_player(s), "one-ply": lambda s: observation_player(heuristic_player(s))}
-    plays = [("search", args.eval_sims, trainer.search_player(args.eval_sims, seed)), ("net", 0, _net_player(trainer))]
+    plays = [("search", sims, trainer.search_player(sims, seed)) for sims in args.eval_sims]
+    plays.append(("net", 0, _net_player(trainer)))
     if seed == args.seeds[0]:
-        plays.append(("untrained", args.eval_sims, untrained.search_player(args.eval_sims, seed)))
+        plays += [("untrained", sims, untrained.search_player(sims, seed)) for sims in args.eval_sims]
     for name, sims, player in plays:
         for opponent, make in opponents.items():
             if opponent == "one-ply" and name == "search" and seed not in args.heuristic_seeds:
@@ -127,7 +128,8 @@ def main(argv=None) -> int:
                         help="seeds whose search also plays the one-ply player (the costliest match)")
     parser.add_argument("--steps", type=int, default=0, help="connect four self-play moves (0: the YAML's)")
     parser.add_argument("--games", type=int, default=200)
-    parser.add_argument("--eval-sims", type=int, default=50, help="simulations per move of the connect four search")
+    parser.add_argument("--eval-sims", type=int, nargs="+", default=[50, 100],
+                        help="simulations per move of the connect four search (one set of matches each)")
     parser.add_argument("--eval-sims-corridor", type=int, default=20)
     parser.add_argument("--logdir", default="/tmp/rlfleet_alphazero_bench")
     args = parser.parse_args(argv)
