@@ -159,12 +159,15 @@ class AlphaZeroTrainer(Trainer):
         steps, want = 0, int(self.config["train_batch_size"])
         while steps < want:
             request = SelfPlayRequest(self._policy_id, self._settings, int(self.config["rollout_fragment_length"]),
-                                      threshold, self.config.get("seed"), self._round)
+                                      threshold, self.config.get("seed"), self._round,
+                                      local_plays=self.workers.num_remote_workers() == 0)
             self._round += 1
-            for answer in self.workers.foreach_worker(partial(self_play_on_worker, request=request)):
-                if answer is not None:
-                    answers.append(answer)
-                    steps += answer.batch.count
+            played = [a for a in self.workers.foreach_worker(partial(self_play_on_worker, request=request)) if a]
+            if not played:
+                raise RuntimeError("AlphaZero: no worker played (no remote worker is left, and the trainer's own "
+                                   "worker plays only with num_workers: 0)")
+            answers += played
+            steps += sum(answer.batch.count for answer in played)
         batch = SampleBatch.concat_samples([a.batch for a in answers])
         self.count_sampled(batch.count, batch.count)
         for answer in answers:

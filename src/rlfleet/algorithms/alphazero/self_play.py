@@ -34,6 +34,7 @@ class SelfPlayRequest:
     ranked_threshold: Optional[float]  # None: raw rewards (or a two-player game)
     seed: Optional[int]
     round: int
+    local_plays: bool  # False with remote workers: then they alone play, as they alone sample elsewhere
 
 
 @dataclass
@@ -65,8 +66,10 @@ def _labels(rows: List[tuple], two_player: bool) -> np.ndarray:
 
 
 def self_play_on_worker(worker: Any, request: SelfPlayRequest) -> Optional[SelfPlayAnswer]:
-    """Plays on `worker`'s sub-envs (see the module doc); None when the worker has no env
-    (the trainer's own worker when remote workers play)."""
+    """Plays on `worker`'s sub-envs (see the module doc); None from the trainer's own worker
+    when remote workers play (or when a worker has no env)."""
+    if worker.worker_index == 0 and not request.local_plays:
+        return None
     envs = worker.foreach_env(lambda env: env) if worker.env is not None else []
     if not envs:
         return None
