@@ -41,6 +41,7 @@ GOLDEN_ENVS: Dict[str, str] = {
     "BanditLinTS": "rlfleet.env.examples.bandits:LinearContextualBandit",
     "MADDPG": "rlfleet.env.examples.maddpg_envs:MatchTargetEnv",
     "QMIX": "rlfleet.env.examples.team_envs:two_step_team",
+    "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv",  # its search needs get_state / set_state
 }
 
 # Beyond each algorithm's tiny config: the state a checkpoint can hold is all there (replay
@@ -65,6 +66,7 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
     "bandits": ("BanditLinTS", "BanditLinUCB"),
     "perturbation search": ("ARS", "ES"),
     "multi-agent": ("MADDPG", "QMIX"),
+    "tree search": ("AlphaZero",),
 }
 # Learns on remote workers only: needs a (local, loopback) Ray session, ~15 s: marked slow.
 NEEDS_RAY = {"DDPPO"}

@@ -31,7 +31,9 @@ from rlfleet.utils.nested import set_nested  # noqa: E402
 ALGORITHMS = list_algorithms()
 CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
 # Algorithms that learn for a group of agents, and a grouped env to build them on.
-GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team"}
+GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team",
+                # not grouped, but an env its search can save and restore (get_state / set_state)
+                "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv"}
 
 
 def _keys_of(algo: str) -> List[Tuple[str, Any]]:

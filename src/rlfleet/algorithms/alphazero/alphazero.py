@@ -17,7 +17,7 @@ from rlfleet.algorithms.alphazero.players import GamePlayer, search_player
 from rlfleet.algorithms.alphazero.ranked_rewards import RankedRewardBuffer, random_returns
 from rlfleet.algorithms.alphazero.replay_window import ReplayWindow
 from rlfleet.algorithms.alphazero.self_play import SelfPlayAnswer, SelfPlayRequest, self_play_on_worker
-from rlfleet.config import (ConfigKey, algorithm_config, boolean, int_at_least, number_above, number_in,
+from rlfleet.config import (ConfigKey, algorithm_config, boolean, dict_value, int_at_least, number_above, number_in,
                             override)
 from rlfleet.env.env_context import EnvContext
 from rlfleet.policy.sample_batch import SampleBatch
@@ -30,6 +30,7 @@ K = ConfigKey
 
 ALGO_KEYS: List[ConfigKey] = [
     # The search (RLlib 1.x's mcts_config defaults).
+    K("mcts_config", {}, "The tree search's settings; see mcts_config.*.", dict_value()),
     K("mcts_config.num_simulations", 30, "Simulations of tree search per move.", int_at_least(1)),
     K("mcts_config.puct_coefficient", 1.0, "PUCT's exploration weight c_puct on prior / (1 + visits).",
       number_in(0)),
@@ -42,6 +43,7 @@ ALGO_KEYS: List[ConfigKey] = [
     K("mcts_config.temperature", 1.5, "Exponent on the visit counts when a move is drawn (higher: greedier).",
       number_in(0)),
     # Ranked rewards for single-player tasks.
+    K("ranked_rewards", {}, "Ranked rewards (single-player tasks); see ranked_rewards.*.", dict_value()),
     K("ranked_rewards.enable", True, "Rank each single-player episode against recent ones (+1 / -1).", boolean),
     K("ranked_rewards.percentile", 75, "Percentile of the recent returns an episode must beat.", number_in(0, 100)),
     K("ranked_rewards.buffer_max_length", 1000, "Recent episode returns the ranking keeps.", int_at_least(1)),
