@@ -3,6 +3,7 @@ reuse: the action spaces, which of them each registered algorithm supports, a ti
 algorithm (about a second per train() call), an env for any action space, and `build`."""
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict
 
 import gymnasium as gym
@@ -54,6 +55,8 @@ SUPPORTED_ACTION_SPACES = {
     "DT": {"Box", "Discrete"},
     # Learned dynamics over flat Box observations and actions only.
     "MBMPO": {"Box"},
+    # A search over Discrete moves (ActionSpaceEnv saves and restores its position for it).
+    "AlphaZero": {"Discrete"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -111,6 +114,9 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "MBMPO": {"rollout_fragment_length": 16, "horizon": 8, "ensemble_size": 2, "num_worker_envs": 2,
               "num_maml_steps": 1, "maml_optimizer_steps": 1, "model": {"fcnet_hiddens": [16]},
               "dynamics_model": {"model_hiddens": [16], "model_train_epochs": 2}},
+    "AlphaZero": {"rollout_fragment_length": 16, "train_batch_size": 32, "sgd_minibatch_size": 16, "num_sgd_iter": 2,
+                  "model": {"fcnet_hiddens": [16]}, "mcts_config": {"num_simulations": 4},
+                  "ranked_rewards": {"num_init_rewards": 4}},
 }
 
 class ActionSpaceEnv(gym.Env):
@@ -150,6 +156,14 @@ class ActionSpaceEnv(gym.Env):
     def reward(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
         """The same reward over a batch (MB-MPO's hook), for env-space Box actions."""
         return self._sign * np.asarray(action, np.float32).reshape(len(obs), -1)[:, 0]
+    # The position, saved and restored by tree search (AlphaZero): the step count and the RNG
+    # the observations are drawn from.
+    def get_state(self) -> tuple:
+        return self._t, copy.deepcopy(self.np_random.bit_generator.state)
+
+    def set_state(self, state: tuple) -> None:
+        self._t = int(state[0])
+        self.np_random.bit_generator.state = copy.deepcopy(state[1])
 
     def _obs(self) -> np.ndarray:
         return self.np_random.uniform(-1.0, 1.0, 3).astype(np.float32)

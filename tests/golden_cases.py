@@ -43,6 +43,7 @@ GOLDEN_ENVS: Dict[str, str] = {
     "QMIX": "rlfleet.env.examples.team_envs:two_step_team",
     "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
     "MBMPO": "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward",
+    "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv",  # its search needs get_state / set_state
 }
 
 # Beyond each algorithm's tiny config: the state a checkpoint can hold is all there (replay
@@ -68,6 +69,7 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
     "perturbation search": ("ARS", "ES"),
     "multi-agent": ("MADDPG", "QMIX"),
     "meta-learning": ("MAML", "MBMPO"),
+    "tree search": ("AlphaZero",),
 }
 # Learns on remote workers only: needs a (local, loopback) Ray session, ~15 s: marked slow.
 NEEDS_RAY = {"DDPPO"}

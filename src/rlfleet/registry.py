@@ -41,6 +41,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "MAML": ("rlfleet.algorithms.maml", "MAMLTrainer"),
     "DT": ("rlfleet.algorithms.dt", "DTTrainer"),
     "MBMPO": ("rlfleet.algorithms.mbmpo", "MBMPOTrainer"),
+    "AlphaZero": ("rlfleet.algorithms.alphazero", "AlphaZeroTrainer"),
 }
 
 

@@ -30,12 +30,14 @@ from rlfleet.utils.nested import set_nested  # noqa: E402
 
 ALGORITHMS = list_algorithms()
 CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
-# Algorithms that need an env of their own kind: a grouped env for QMIX (it learns for a group of
-# agents), a task family for MAML (sample_tasks / set_task).
 # Keys an algorithm cannot run without (no default exists), set under every draw.
 REQUIRED: Dict[str, Dict[str, Any]] = {"DT": {"target_return": 1.0}}
+# Algorithms that need an env of their own kind: a grouped env for QMIX (it learns for a group of
+# agents), a task family for MAML (sample_tasks / set_task), an env AlphaZero's search can save
+# and restore (get_state / set_state).
 GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team",
-                "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv"}
+                "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
+                "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv"}
 
 
 def _keys_of(algo: str) -> List[Tuple[str, Any]]:
