@@ -33,10 +33,12 @@ CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
 # Keys an algorithm cannot run without (no default exists), set under every draw.
 REQUIRED: Dict[str, Dict[str, Any]] = {"DT": {"target_return": 1.0}}
 # Algorithms that need an env of their own kind: a grouped env for QMIX (it learns for a group of
-# agents), a task family for MAML (sample_tasks / set_task), an env AlphaZero's search can save
-# and restore (get_state / set_state).
+# agents), a task family for MAML (sample_tasks / set_task), an env with a reward function for
+# MB-MPO (reward(obs, action, next_obs)), an env AlphaZero's search can save and restore
+# (get_state / set_state).
 GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team",
                 "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
+                "MBMPO": "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward",
                 "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv"}
 
 
