@@ -38,6 +38,9 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
     "MADDPG": ("rlfleet.algorithms.maddpg", "MADDPGTrainer"),
     "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
+    "DreamerV3": ("rlfleet.algorithms.dreamerv3", "DreamerV3Trainer"),
+    # Dreamer trains DreamerV3 (with a logged note), as RLlib 2.x replaced Dreamer with it.
+    "Dreamer": ("rlfleet.algorithms.dreamerv3", "DreamerTrainer"),
 }
 
 
