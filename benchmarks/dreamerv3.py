@@ -6,6 +6,9 @@
 
     # wall time per 1k env steps once learning runs (median of --repeats measurements)
     python benchmarks/dreamerv3.py time --ratios 512 64 --repeats 3
+    # where that does not fit (slow CPUs): medians of one update and one env step, and the
+    # time per 1k env steps they imply at each ratio
+    python benchmarks/dreamerv3.py update-time --ratios 512 64 --repeats 5
 
 `learn` prints (and appends to `--log`) one JSON line per iteration: env steps, the mean
 return of the last 100 episodes, wall seconds; it stops at the target or the step budget.
@@ -71,6 +74,35 @@ def time_per_1k(env: str, ratios: List[float], repeats: int, measure_steps: int,
     return out
 
 
+def update_and_step_times(env: str, repeats: int, seed: int, ratios: List[float]) -> Dict[str, float]:
+    """Where a full 1k-step measurement does not fit: the median wall time of one update
+    (`batch_size` x `batch_length` replayed steps) and of one env step (acting + storing),
+    and the time per 1k env steps they imply at each ratio:
+    1000 * step + 1000 * ratio / (batch_size * batch_length) * update."""
+    trainer = make_trainer(env, 64, seed, timesteps_per_iteration=200, learning_starts=10 ** 9)
+    try:
+        step_times = []
+        for _ in range(repeats):  # learning_starts out of reach: sampling and storing only
+            before, t0 = trainer.counters["num_env_steps_sampled"], time.perf_counter()
+            trainer.train()
+            step_times.append((time.perf_counter() - t0) / (trainer.counters["num_env_steps_sampled"] - before))
+        policy, buffer = trainer.get_policy(), trainer.local_replay_buffer
+        update_times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            policy.learn_on_batch(buffer.sample(trainer.config["batch_size"]))
+            update_times.append(time.perf_counter() - t0)
+        per_update = trainer.config["batch_size"] * trainer.config["batch_length"]
+    finally:
+        trainer.stop()
+    step, update = statistics.median(step_times), statistics.median(update_times)
+    out = {"step_s": step_times, "update_s": update_times, "median_step_s": step, "median_update_s": update}
+    for ratio in ratios:
+        out[f"s_per_1k_at_{ratio:g}"] = 1000 * step + 1000 * ratio / per_update * update
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -86,9 +118,16 @@ def main() -> None:
     t.add_argument("--repeats", type=int, default=3)
     t.add_argument("--measure-steps", type=int, default=200)
     t.add_argument("--seed", type=int, default=0)
+    u = sub.add_parser("update-time")
+    u.add_argument("--env", default="CartPole-v1")
+    u.add_argument("--ratios", type=float, nargs="+", default=[512, 64])
+    u.add_argument("--repeats", type=int, default=3)
+    u.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.cmd == "learn":
         print(json.dumps(learn(args.env, args.steps, args.ratio, args.seed, args.log)))
+    elif args.cmd == "update-time":
+        update_and_step_times(args.env, args.repeats, args.seed, args.ratios)
     else:
         time_per_1k(args.env, args.ratios, args.repeats, args.measure_steps, args.seed)
 

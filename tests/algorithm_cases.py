@@ -50,6 +50,8 @@ SUPPORTED_ACTION_SPACES = {
     # A grouped env's Tuple of Discrete actions only (tests/algorithms/test_qmix.py): every
     # single-agent space is refused.
     "QMIX": set(),
+    "DreamerV3": {"Discrete", "Box"},
+    "Dreamer": {"Discrete", "Box"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -98,6 +100,10 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
     "MADDPG": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16], "rollout_fragment_length": 16},
     "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
+    # The tiny model size (not the paper's) on short sequences: one update per 4 sampled steps.
+    **{name: {"model_size": "nano", "num_latents": 4, "num_classes": 4, "batch_size": 2, "batch_length": 8,
+              "learning_starts": 16, "training_ratio": 4, "timesteps_per_iteration": 32}
+       for name in ("DreamerV3", "Dreamer")},
 }
 
 class ActionSpaceEnv(gym.Env):

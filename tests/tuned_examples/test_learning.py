@@ -75,6 +75,10 @@ LONG_EXAMPLES: Dict[str, str] = {
                                        "impala/cartpole-impala.yaml stays",
     "appo/pong-appo-envpool.yaml": "Atari Pong to 18: hours of CPU (benchmarks/atari.py --algo APPO); "
                                    "appo/cartpole-appo.yaml stays",
+    "dreamerv3/cartpole-dreamerv3.yaml": "XS at training_ratio 512: seconds per update on CPU, hours to 100k steps "
+                                         "(benchmarks/dreamerv3.py learn); dreamerv3/cartpole-dreamerv3-quick.yaml stays",
+    "dreamerv3/pendulum-dreamerv3.yaml": "XS at training_ratio 512: hours to 50k steps (benchmarks/dreamerv3.py "
+                                         "learn); dreamerv3/cartpole-dreamerv3-quick.yaml stays",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES
@@ -91,6 +95,7 @@ def test_long_examples_name_existing_examples_and_leave_each_algorithm_one_in_ci
 # Registered algorithms without a tuned example of their own: {name: why its learning is still
 # guarded}. Every other registered algorithm must have one, so a new algorithm needs a file.
 WITHOUT_TUNED_EXAMPLE: Dict[str, str] = {
+    "Dreamer": "an alias that trains DreamerV3 (the same trainer class, one logged note): dreamerv3/*.yaml",
     "SimpleQ": "DQN with dueling, double Q, n-step and prioritized replay off: dqn/cartpole-dqn-zoo.yaml "
                "learns with exactly those settings",
 }

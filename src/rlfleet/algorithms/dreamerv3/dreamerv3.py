@@ -37,7 +37,7 @@ def _use_training_ratio(v: Any) -> Any:
 
 ALGO_KEYS: List[ConfigKey] = [
     K("model_size", "XS", "The paper's model size: XS, S, M, L or XL (GRU units, dense units and layers, CNN "
-      "depth; see world_model.MODEL_SIZES).", one_of(*MODEL_SIZES)),
+      "depth; see world_model.MODEL_SIZES); 'nano' is a tiny size for tests only.", one_of(*MODEL_SIZES)),
     K("training_ratio", 512, "Replayed steps (batch_size * batch_length per update) per sampled env step: the "
       "one knob that trades compute for sample efficiency (the paper's replay ratio).", number_above(0)),
     K("batch_size", 16, "Sequences replayed per update.", int_at_least(1)),

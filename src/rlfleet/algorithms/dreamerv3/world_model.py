@@ -22,6 +22,9 @@ from rlfleet.algorithms.dreamerv3.losses import NUM_BINS, symlog, unimix_logits
 MODEL_SIZES: Dict[str, Tuple[int, int, int, int]] = {
     "XS": (256, 256, 1, 24), "S": (512, 512, 2, 32), "M": (1024, 640, 3, 48),
     "L": (2048, 768, 4, 64), "XL": (4096, 1024, 5, 96),
+    # Not the paper's: a tiny size for smoke tests and golden checkpoints (as RLlib 2.x's
+    # debugging sizes), which nobody should train with.
+    "nano": (32, 32, 1, 4),
 }
 
 
