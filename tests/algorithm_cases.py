@@ -57,6 +57,8 @@ SUPPORTED_ACTION_SPACES = {
     "MBMPO": {"Box"},
     # A search over Discrete moves (ActionSpaceEnv saves and restores its position for it).
     "AlphaZero": {"Discrete"},
+    "DreamerV3": {"Discrete", "Box"},
+    "Dreamer": {"Discrete", "Box"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -117,6 +119,10 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     "AlphaZero": {"rollout_fragment_length": 16, "train_batch_size": 32, "sgd_minibatch_size": 16, "num_sgd_iter": 2,
                   "model": {"fcnet_hiddens": [16]}, "mcts_config": {"num_simulations": 4},
                   "ranked_rewards": {"num_init_rewards": 4}},
+    # The tiny model size (not the paper's) on short sequences: one update per 4 sampled steps.
+    **{name: {"model_size": "nano", "num_latents": 4, "num_classes": 4, "batch_size": 2, "batch_length": 8,
+              "learning_starts": 16, "training_ratio": 4, "timesteps_per_iteration": 32}
+       for name in ("DreamerV3", "Dreamer")},
 }
 
 class ActionSpaceEnv(gym.Env):

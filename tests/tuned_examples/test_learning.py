@@ -77,6 +77,10 @@ LONG_EXAMPLES: Dict[str, str] = {
                                    "appo/cartpole-appo.yaml stays",
     "mbmpo/pendulum-mbmpo.yaml": "-300 within 20k real steps: not reached yet (best -741, ~15 min on 2 busy cores; "
                                  "docs/benchmarks.md); mbmpo/pendulum-mbmpo-ci.yaml stays",
+    "dreamerv3/cartpole-dreamerv3.yaml": "XS at training_ratio 512: seconds per update on CPU, hours to 100k steps "
+                                         "(benchmarks/dreamerv3.py learn); dreamerv3/cartpole-dreamerv3-quick.yaml stays",
+    "dreamerv3/pendulum-dreamerv3.yaml": "XS at training_ratio 512: hours to 50k steps (benchmarks/dreamerv3.py "
+                                         "learn); dreamerv3/cartpole-dreamerv3-quick.yaml stays",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES
@@ -93,6 +97,7 @@ def test_long_examples_name_existing_examples_and_leave_each_algorithm_one_in_ci
 # Registered algorithms without a tuned example of their own: {name: why its learning is still
 # guarded}. Every other registered algorithm must have one, so a new algorithm needs a file.
 WITHOUT_TUNED_EXAMPLE: Dict[str, str] = {
+    "Dreamer": "an alias that trains DreamerV3 (the same trainer class, one logged note): dreamerv3/*.yaml",
     "SimpleQ": "DQN with dueling, double Q, n-step and prioritized replay off: dqn/cartpole-dqn-zoo.yaml "
                "learns with exactly those settings",
 }
