@@ -50,8 +50,9 @@ def export_acting_step(policy: Any, export_dir: str, onnx: Optional[int] = None,
             traced.save(os.path.join(export_dir, filename))
         else:
             filename = "model.onnx"
+            # The TorchScript-based exporter: the dynamo one needs onnxscript, no dependency here.
             torch.onnx.export(step, (obs, *state), os.path.join(export_dir, filename), opset_version=int(onnx),
-                              input_names=names_in, output_names=names_out,
+                              dynamo=False, input_names=names_in, output_names=names_out,
                               dynamic_axes={n: {0: "batch"} for n in names_in + names_out})
     meta = {"algorithm": "DreamerV3", "file": filename, "inputs": names_in, "outputs": names_out,
             "state_shapes": [list(s.shape[1:]) for s in state], "observations": "preprocessed"}
