@@ -52,7 +52,7 @@ class Case:
                             "config": {"seed": seed, **self.needs}}}
 
 
-TWO_CORES = "this machine has 2 cores (the default asks for 32 workers)"
+TWO_CORES = "this machine has 2 cores; the default asks for 32 workers"
 CASES: List[Case] = [
     Case("PPO", "PPO", "CartPole-v1", 150, 300_000),
     Case("PG", "PG", "CartPole-v1", 150, 300_000),
