@@ -109,8 +109,12 @@ class DreamerV3TorchPolicy(TorchPolicy):
 
     @property
     def fast_plan(self) -> FastPathPlan:
-        if fast_path_mode(self.config) == "require":
-            raise ValueError(f"fast_path='require', but {LEARNER_REASON}; set fast_path to 'auto'")
+        mode = fast_path_mode(self.config)
+        if mode == "require":
+            raise ValueError(f"fast_path='require', but the NumPy learner cannot serve {type(self).__name__} "
+                             f"{self.policy_id!r}: {LEARNER_REASON}; set fast_path to 'auto'")
+        if mode == "off":  # said as every other policy says it
+            return FastPathPlan(TORCH, "fast_path is 'off'", TORCH, "fast_path is 'off'")
         return FastPathPlan(TORCH, ACTOR_REASON, TORCH, LEARNER_REASON)
 
     def numpy_actor_reason(self) -> Optional[str]:
