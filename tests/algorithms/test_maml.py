@@ -3,7 +3,6 @@ gradient, a seeded learning signal on point navigation, checkpoint round trip, r
 workers, export of the meta-policy, and the errors a user can cause."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -15,6 +14,8 @@ from rlfleet.algorithms.maml.task_rollouts import episode_returns, rollout_task
 from rlfleet.env.examples.point_navigation import PointNavigationEnv
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.trainer import Trainer
+
+from tests.helpers import assert_export_acts_as_trainer
 
 SB = SampleBatch
 # Near-default settings (the tuned example's live in tuned_examples/maml/): small batches and
@@ -184,15 +185,7 @@ def test_checkpoint_round_trip_resumes_the_same_run(tmp_path):
 def test_the_exported_meta_policy_acts_as_the_trainer(tmp_path):
     trainer = make(tmp_path / "run")
     try:
-        trainer.train()
-        path = trainer.export_policy_model(str(tmp_path / "export"))
-        meta = json.loads((tmp_path / "export" / "model.json").read_text())
-        obs = np.random.default_rng(0).uniform(-1, 1, (5, 2)).astype(np.float32)
-        with torch.no_grad():
-            exported = torch.jit.load(path)(torch.from_numpy(obs))[0].numpy()
-        want = np.stack([trainer.compute_single_action(o, explore=False) for o in obs])
-        assert meta["outputs"][0] == "actions"
-        np.testing.assert_allclose(exported, want, rtol=1e-5, atol=1e-6)
+        assert_export_acts_as_trainer(trainer, tmp_path / "export", obs_dim=2)
     finally:
         trainer.stop()
 

@@ -2,8 +2,6 @@
 env and rollouts, training, checkpoints, remote workers and export."""
 from __future__ import annotations
 
-import json
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -14,6 +12,8 @@ from rlfleet.algorithms.mbmpo import DynamicsEnsemble, ImaginedVectorEnv, MBMPOT
 from rlfleet.env.examples.pendulum_with_reward import PendulumWithReward
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.trainer import Trainer
+
+from tests.helpers import assert_export_acts_as_trainer
 
 SB = SampleBatch
 PENDULUM = "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward"
@@ -166,15 +166,7 @@ def test_checkpoint_round_trip_keeps_the_ensemble_and_its_statistics(tmp_path):
 def test_the_exported_policy_acts_as_the_trainer(tmp_path):
     trainer = make(tmp_path / "run")
     try:
-        trainer.train()
-        path = trainer.export_policy_model(str(tmp_path / "export"))
-        meta = json.loads((tmp_path / "export" / "model.json").read_text())
-        obs = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
-        with torch.no_grad():
-            exported = torch.jit.load(path)(torch.from_numpy(obs))[0].numpy()
-        want = np.stack([trainer.compute_single_action(o, explore=False) for o in obs])
-        assert meta["outputs"][0] == "actions"
-        np.testing.assert_allclose(exported, want, rtol=1e-5, atol=1e-6)
+        assert_export_acts_as_trainer(trainer, tmp_path / "export", obs_dim=3)
     finally:
         trainer.stop()
 

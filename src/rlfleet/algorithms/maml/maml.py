@@ -48,6 +48,19 @@ ALGO_KEYS: List[ConfigKey] = [
 DEFAULT_CONFIG = algorithm_config(ALGO_KEYS)
 
 
+
+def refuse_multi_agent_and_recurrent(algorithm: str, config: dict) -> None:
+    """The inner adaptation steps one feed-forward policy's parameters: refuses several policies
+    and recurrent models, naming `algorithm` and the keys."""
+    if set((config.get("multiagent") or {}).get("policies") or {}) - {DEFAULT_POLICY_ID}:
+        raise ValueError(f"{algorithm}: multi-agent configs ('multiagent.policies') are not supported; use a "
+                         "single-agent env")
+    model = config.get("model") or {}
+    if model.get("use_lstm") or model.get("use_attention"):
+        raise ValueError(f"{algorithm}: recurrent models (model.use_lstm / use_attention) are not supported; "
+                         "set both False")
+
+
 class MAMLTrainer(Trainer):
     """Model-Agnostic Meta-Learning (Finn et al. 2017, arXiv 1703.03400) with a PPO-style
     meta update, as RLlib 1.x's MAML.
@@ -98,13 +111,7 @@ class MAMLTrainer(Trainer):
         if config["batch_mode"] != "complete_episodes":
             raise ValueError(f"MAML: 'batch_mode': {config['batch_mode']!r} is not supported; each adaptation "
                              "stage samples whole episodes of one policy: set batch_mode 'complete_episodes'")
-        if set((config.get("multiagent") or {}).get("policies") or {}) - {DEFAULT_POLICY_ID}:
-            raise ValueError("MAML: multi-agent configs ('multiagent.policies') are not supported; use a "
-                             "single-agent env")
-        model = config.get("model") or {}
-        if model.get("use_lstm") or model.get("use_attention"):
-            raise ValueError("MAML: recurrent models (model.use_lstm / use_attention) are not supported; "
-                             "set both False")
+        refuse_multi_agent_and_recurrent("MAML", config)
         if config.get("sample_async"):
             raise ValueError("MAML: 'sample_async': True is not supported (each stage must sample with the "
                              "adapted weights); set it False")

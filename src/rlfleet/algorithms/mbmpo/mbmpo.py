@@ -10,6 +10,7 @@ import torch
 
 from rlfleet.algorithms.maml import ALGO_KEYS as MAML_KEYS, MAMLTorchPolicy, adapt
 from rlfleet.algorithms.maml.adaptation import model_params
+from rlfleet.algorithms.maml.maml import refuse_multi_agent_and_recurrent
 from rlfleet.algorithms.mbmpo.dynamics import DynamicsEnsemble
 from rlfleet.algorithms.mbmpo.imagined_env import ImaginedVectorEnv, reward_function
 from rlfleet.algorithms.mbmpo.imagined_rollout import imagine
@@ -109,13 +110,7 @@ class MBMPOTrainer(Trainer):
     _policy_class = MAMLTorchPolicy
 
     def validate_algorithm_config(self, config: dict) -> None:
-        if set((config.get("multiagent") or {}).get("policies") or {}) - {DEFAULT_POLICY_ID}:
-            raise ValueError("MBMPO: multi-agent configs ('multiagent.policies') are not supported; use a "
-                             "single-agent env")
-        model = config.get("model") or {}
-        if model.get("use_lstm") or model.get("use_attention"):
-            raise ValueError("MBMPO: recurrent models (model.use_lstm / use_attention) are not supported; "
-                             "set both False")
+        refuse_multi_agent_and_recurrent("MBMPO", config)
         if config.get("input", "sampler") != "sampler":
             raise ValueError(f"MBMPO: 'input': {config['input']!r} is not supported; it samples real data "
                              "online: set input 'sampler'")
