@@ -3,7 +3,6 @@ gradient, a seeded learning signal on point navigation, checkpoint round trip, r
 workers, export of the meta-policy, and the errors a user can cause."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
