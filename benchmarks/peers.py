@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -191,6 +192,167 @@ def run_sb3(case: str, seed: int) -> Dict[str, Any]:
     return out
 
 
+# --- side by side: PPO CartPole to 450 against each peer, each in its own venv ----------------
+PEER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
+CACHE = os.environ.get("RLFLEET_PEERS_CACHE", os.path.expanduser("~/.cache/rlfleet-peers"))
+TORCH = "torch==2.13.0"  # first, exactly: a looser spec lets pip pull a CUDA build (GBs)
+# Per peer: pip installs after torch, in order (each a list of arguments), and extra environment.
+# Sample Factory 2.1.1 and PufferLib 3.0.0 pin numpy < 2 and gymnasium < 1.
+PEERS: Dict[str, Dict[str, Any]] = {
+    "cleanrl": {"pip": [["gymnasium>=1.0", "numpy"]]},
+    "sb3": {"pip": [["stable-baselines3==2.9.2"]]},
+    "rllib": {"pip": [["ray[rllib]"]]},
+    "pufferlib": {
+        "pip": [["numpy<2", "gymnasium<1", "setuptools", "wheel", "Cython", "pybind11"],
+                ["--no-build-isolation", "--no-binary", "pufferlib", "pufferlib==3.0.0"]],
+        # Without NO_OCEAN its sdist downloads raylib and box2d at build time (no network here);
+        # its CUDA kernels are skipped when nvcc is not on PATH.
+        "env": {"NO_OCEAN": "1"}, "hide_nvcc": True,
+    },
+    "tianshou": {"pip": [["tianshou==2.0.1"]]},
+    "torchrl": {"pip": [["torchrl==0.14.1"]]},
+    "sample_factory": {"pip": [["numpy<2", "gymnasium<1"], ["sample-factory==2.1.1"]]},
+}
+ORDER = list(PEERS)
+
+
+def peer_python(peer: str) -> str:
+    return os.path.join(CACHE, peer, "bin", "python")
+
+
+def setup(peers: List[str]) -> None:
+    """Create one venv per peer under CACHE, torch pinned first; report what failed and why."""
+    failed: Dict[str, str] = {}
+    for peer in peers:
+        spec, venv = PEERS[peer], os.path.join(CACHE, peer)
+        base = "python3.11" if shutil.which("python3.11") else sys.executable
+        env = dict(os.environ, **spec.get("env", {}))
+        if spec.get("hide_nvcc"):
+            env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                          if not os.path.exists(os.path.join(p, "nvcc")))
+            env.pop("CUDA_HOME", None)
+        steps = [[base, "-m", "venv", venv]] if not os.path.exists(peer_python(peer)) else []
+        steps += [[peer_python(peer), "-m", "pip", "install", "-q", TORCH]]
+        steps += [[peer_python(peer), "-m", "pip", "install", "-q", *args] for args in spec["pip"]]
+        for cmd in steps:
+            print(f"[{peer}] {' '.join(cmd)}", flush=True)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                failed[peer] = (proc.stderr or proc.stdout)[-2000:]
+                print(f"[{peer}] FAILED:\n{failed[peer]}", flush=True)
+                break
+        else:
+            print(f"[{peer}] ready: {venv}", flush=True)
+    if failed:
+        raise SystemExit(f"setup failed for: {', '.join(failed)}")
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Each setting's hyperparameters come from rlfleet's tuned example; every peer gets them translated.
+SETTINGS = {"8env": "tuned_examples/ppo/cartpole-ppo.yaml", "batched": "tuned_examples/ppo/cartpole-ppo-vector.yaml"}
+
+
+def hyperparameters(setting: str) -> Dict[str, Any]:
+    """The tuned example's PPO settings (rlfleet's defaults where the file is silent), by meaning."""
+    import yaml
+
+    from rlfleet.algorithms.ppo import DEFAULT_CONFIG
+
+    path = os.path.join(REPO, SETTINGS[setting])
+    with open(path) as f:
+        (spec,) = yaml.safe_load(f).values()
+    cfg = dict(DEFAULT_CONFIG, **spec["config"])
+    model = dict(DEFAULT_CONFIG["model"], **cfg.get("model", {}))
+    # rlfleet gathers fragments until train_batch_size rows: per env, train_batch_size / envs steps.
+    n, t = cfg["num_envs_per_worker"], cfg["train_batch_size"] // cfg["num_envs_per_worker"]
+    if cfg["train_batch_size"] != n * t or cfg["lr_schedule"] or cfg["kl_coeff"] or cfg["vf_clip_param"] < 1000:
+        raise SystemExit(f"{path}: the peers' scripts translate one rollout per update (train_batch_size a multiple of "
+                         f"the envs), a constant lr, no KL term and no value clipping; this file asks for more")
+    return {
+        "tuned_example": path, "batched": cfg.get("gym_env_vectorize_mode") == "vector_entry_point",
+        "num_envs": n, "n_steps": t, "minibatch": cfg["sgd_minibatch_size"], "epochs": cfg["num_sgd_iter"],
+        "lr": cfg["lr"], "gamma": cfg["gamma"], "gae_lambda": cfg["lambda"], "clip": cfg["clip_param"],
+        "vf_coef": cfg["vf_loss_coeff"], "ent_coef": cfg["entropy_coeff"], "max_grad_norm": cfg["grad_clip"],
+        "adam_eps": cfg.get("optimizer", {}).get("eps", 1e-8), "norm_adv": True,  # rlfleet standardises advantages
+        "hiddens": model["fcnet_hiddens"], "activation": model["fcnet_activation"],
+        "shared": bool(model["vf_share_layers"]),
+        "threshold": 450.0, "window": 100, "budget": spec["stop"]["timesteps_total"],
+    }
+
+
+def run_script(peer: str, hp: Dict[str, Any], seed: int, timeout: float) -> Dict[str, Any]:
+    """One run of `peers/<peer>_ppo.py` in the peer's venv; the wall is the process's lifetime."""
+    python = sys.executable if peer == "rlfleet" else peer_python(peer)
+    if not os.path.exists(python):
+        return {"error": f"no venv at {os.path.dirname(os.path.dirname(python))}: run --setup {peer}"}
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+               RLFLEET_RESULTS_DIR=tempfile.mkdtemp(prefix="rlfleet-peers-"))
+    if peer == "rlfleet":
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "src"), env.get("PYTHONPATH", "")])
+    else:
+        env.pop("PYTHONPATH", None)
+    cmd = [python, os.path.join(PEER_DIR, f"{peer}_ppo.py"), "--seed", str(seed), "--hparams", json.dumps(hp)]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    wall = time.perf_counter() - start
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}"}
+    result = json.loads(lines[-1][len("RESULT "):])
+    return dict(result, wall=wall, steps_per_s=result["steps"] / max(result["train_s"], 1e-9))
+
+
+def _med(values: List[float], fmt: str = "{:.1f}") -> str:
+    if not values:
+        return "-"
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def side_by_side(peers: List[str], settings: List[str], seeds: List[int], timeout: float) -> None:
+    """Per setting and seed, each peer paired with a fresh rlfleet run, the order flipping by seed."""
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; one torch thread each",
+          flush=True)
+    for setting in settings:
+        hp = hyperparameters(setting)
+        runs: Dict[str, List[Dict[str, Any]]] = {p: [] for p in peers}
+        pairs: Dict[str, List[Dict[str, Any]]] = {p: [] for p in peers}
+        for i, seed in enumerate(seeds):
+            for peer in peers:
+                for who in (("rlfleet", peer) if i % 2 == 0 else (peer, "rlfleet")):
+                    r = run_script(who, hp, seed, timeout)
+                    (pairs if who == "rlfleet" else runs)[peer].append(r)
+                    if "error" in r:
+                        print(f"{setting} {who:14s} seed {seed}: FAILED {r['error']}", flush=True)
+                        continue
+                    print(f"{setting} {who:14s} seed {seed}: {r['wall']:6.1f} s wall, {r['steps']:6d} steps, "
+                          f"{r['steps_per_s']:7.0f} steps/s, return {r['reward']:5.1f}"
+                          f"{'' if r['solved'] else ' (NOT solved)'}", flush=True)
+        print(f"\n{setting} ({SETTINGS[setting]}: {hp['num_envs']} envs{', batched' if hp['batched'] else ''}), "
+              f"seeds {seeds}, load average now {os.getloadavg()[0]:.2f}")
+        print("| library | wall to 450, s | env steps/s | steps to 450 (k) | solved | paired rlfleet wall, s "
+              "| wall / rlfleet's |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        every_rlfleet = [r for p in peers for r in pairs[p] if "error" not in r]
+        print(f"| rlfleet (all its runs) | {_med([r['wall'] for r in every_rlfleet])} "
+              f"| {_med([r['steps_per_s'] for r in every_rlfleet], '{:.0f}')} "
+              f"| {_med([r['steps'] / 1e3 for r in every_rlfleet], '{:.0f}')} "
+              f"| {sum(r['solved'] for r in every_rlfleet)}/{len(every_rlfleet)} | | |")
+        for peer in peers:
+            ok = [r for r in runs[peer] if "error" not in r]
+            mine = [r for r in pairs[peer] if "error" not in r]
+            # Only runs that reached 450 have a time to 450; a run that gave up counts as not solved.
+            solved = [r["wall"] for r in ok if r["solved"]]
+            ratio = (f"{statistics.median(solved) / statistics.median([r['wall'] for r in mine]):.1f}x"
+                     if solved and mine else "-")
+            print(f"| {peer} | {_med(solved)} | {_med([r['steps_per_s'] for r in ok], '{:.0f}')} "
+                  f"| {_med([r['steps'] / 1e3 for r in ok if r['solved']], '{:.0f}')} "
+                  f"| {sum(r['solved'] for r in ok)}/{len(runs[peer])} | {_med([r['wall'] for r in mine])} | {ratio} |",
+                  flush=True)
+
+
 # --- parent ----------------------------------------------------------------------------------
 def _run_child(lib: str, case: str, seed: int, threads: str = "1") -> Dict[str, Any]:
     env = dict(os.environ, RLFLEET_RESULTS_DIR=tempfile.mkdtemp(prefix="rlfleet-peers-"), PEERS_THREADS=threads)
@@ -221,7 +383,20 @@ def main() -> None:
                         help="1: both libraries on one thread (OMP_NUM_THREADS=1, one torch thread); default: "
                              "each library's own default (SB3: torch on every core; rlfleet: its learner rule)")
     parser.add_argument("--child", nargs=3, metavar=("LIB", "CASE", "SEED"), help=argparse.SUPPRESS)
+    parser.add_argument("--peers", nargs="+", choices=ORDER,
+                        help="PPO CartPole to 450 side by side with these peers (each from its venv, see --setup)")
+    parser.add_argument("--setting", nargs="+", choices=sorted(SETTINGS), default=["8env", "batched"],
+                        help="with --peers: 8env (cartpole-ppo.yaml) and/or batched (cartpole-ppo-vector.yaml)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="with --peers: seconds before a run is cut")
+    parser.add_argument("--setup", nargs="*", metavar="PEER", choices=ORDER,
+                        help="create each peer's venv under $RLFLEET_PEERS_CACHE (default ~/.cache/rlfleet-peers)")
     args = parser.parse_args()
+    if args.peers:
+        side_by_side(args.peers, args.setting, args.seeds, args.timeout)
+        return
+    if args.setup is not None:
+        setup(args.setup or ORDER)
+        return
     if args.child:
         lib, case, seed = args.child
         result = (run_rlfleet if lib == "rlfleet" else run_sb3)(case, int(seed))
