@@ -210,7 +210,7 @@ PEERS: Dict[str, Dict[str, Any]] = {
         "env": {"NO_OCEAN": "1"}, "hide_nvcc": True,
     },
     "tianshou": {"pip": [["tianshou==2.0.1"]]},
-    "torchrl": {"pip": [["torchrl==0.14.1"]]},
+    "torchrl": {"pip": [["torchrl==0.14.1", "gymnasium>=1.0"]]},
     "sample_factory": {"pip": [["numpy<2", "gymnasium<1"], ["sample-factory==2.1.1"]]},
 }
 ORDER = list(PEERS)
@@ -312,45 +312,36 @@ def _med(values: List[float], fmt: str = "{:.1f}") -> str:
 
 
 def side_by_side(peers: List[str], settings: List[str], seeds: List[int], timeout: float) -> None:
-    """Per setting and seed, each peer paired with a fresh rlfleet run, the order flipping by seed."""
+    """Per setting and seed, one rlfleet run and one run of each peer, rlfleet first on even seeds
+    and last on odd ones; ratios are of medians over the same seeds, taken in the same stretch."""
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; one torch thread each",
           flush=True)
     for setting in settings:
         hp = hyperparameters(setting)
-        runs: Dict[str, List[Dict[str, Any]]] = {p: [] for p in peers}
-        pairs: Dict[str, List[Dict[str, Any]]] = {p: [] for p in peers}
+        runs: Dict[str, List[Dict[str, Any]]] = {p: [] for p in ["rlfleet", *peers]}
         for i, seed in enumerate(seeds):
-            for peer in peers:
-                for who in (("rlfleet", peer) if i % 2 == 0 else (peer, "rlfleet")):
-                    r = run_script(who, hp, seed, timeout)
-                    (pairs if who == "rlfleet" else runs)[peer].append(r)
-                    if "error" in r:
-                        print(f"{setting} {who:14s} seed {seed}: FAILED {r['error']}", flush=True)
-                        continue
-                    print(f"{setting} {who:14s} seed {seed}: {r['wall']:6.1f} s wall, {r['steps']:6d} steps, "
-                          f"{r['steps_per_s']:7.0f} steps/s, return {r['reward']:5.1f}"
-                          f"{'' if r['solved'] else ' (NOT solved)'}", flush=True)
+            for who in (["rlfleet", *peers] if i % 2 == 0 else [*peers, "rlfleet"]):
+                r = dict(run_script(who, hp, seed, timeout), load=os.getloadavg()[0])
+                runs[who].append(r)
+                if "error" in r:
+                    print(f"{setting} {who:14s} seed {seed}: FAILED {r['error']}", flush=True)
+                    continue
+                print(f"{setting} {who:14s} seed {seed}: {r['wall']:6.1f} s wall, {r['steps']:6d} steps, "
+                      f"{r['steps_per_s']:7.0f} steps/s, return {r['reward']:5.1f}"
+                      f"{'' if r['solved'] else ' (NOT solved)'}, load {r['load']:.1f}", flush=True)
         print(f"\n{setting} ({SETTINGS[setting]}: {hp['num_envs']} envs{', batched' if hp['batched'] else ''}), "
               f"seeds {seeds}, load average now {os.getloadavg()[0]:.2f}")
-        print("| library | wall to 450, s | env steps/s | steps to 450 (k) | solved | paired rlfleet wall, s "
-              "| wall / rlfleet's |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        every_rlfleet = [r for p in peers for r in pairs[p] if "error" not in r]
-        print(f"| rlfleet (all its runs) | {_med([r['wall'] for r in every_rlfleet])} "
-              f"| {_med([r['steps_per_s'] for r in every_rlfleet], '{:.0f}')} "
-              f"| {_med([r['steps'] / 1e3 for r in every_rlfleet], '{:.0f}')} "
-              f"| {sum(r['solved'] for r in every_rlfleet)}/{len(every_rlfleet)} | | |")
-        for peer in peers:
-            ok = [r for r in runs[peer] if "error" not in r]
-            mine = [r for r in pairs[peer] if "error" not in r]
+        print("| library | wall to 450, s | env steps/s | steps to 450 (k) | solved | wall / rlfleet's |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        mine = [r["wall"] for r in runs["rlfleet"] if r.get("solved")]
+        for who in ["rlfleet", *peers]:
+            ok = [r for r in runs[who] if "error" not in r]
             # Only runs that reached 450 have a time to 450; a run that gave up counts as not solved.
             solved = [r["wall"] for r in ok if r["solved"]]
-            ratio = (f"{statistics.median(solved) / statistics.median([r['wall'] for r in mine]):.1f}x"
-                     if solved and mine else "-")
-            print(f"| {peer} | {_med(solved)} | {_med([r['steps_per_s'] for r in ok], '{:.0f}')} "
+            ratio = f"{statistics.median(solved) / statistics.median(mine):.1f}x" if solved and mine else "-"
+            print(f"| {who} | {_med(solved)} | {_med([r['steps_per_s'] for r in ok], '{:.0f}')} "
                   f"| {_med([r['steps'] / 1e3 for r in ok if r['solved']], '{:.0f}')} "
-                  f"| {sum(r['solved'] for r in ok)}/{len(runs[peer])} | {_med([r['wall'] for r in mine])} | {ratio} |",
-                  flush=True)
+                  f"| {sum(r['solved'] for r in ok)}/{len(runs[who])} | {ratio} |", flush=True)
 
 
 # --- parent ----------------------------------------------------------------------------------
