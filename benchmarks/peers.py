@@ -1,5 +1,22 @@
-"""rlfleet against Stable-Baselines3 on the same machine: wall time from process start to a
-return threshold, RL-Zoo hyperparameters on both sides (`pip install 'rlfleet[bench]'`).
+"""rlfleet against other RL libraries on the same machine: wall time from process start to a
+return threshold, the same hyperparameters on every side.
+
+Side by side (PPO CartPole-v1 to a mean return of 450 over the last 100 episodes), each peer
+in its own venv, none a dependency of rlfleet:
+
+    python benchmarks/peers.py --setup                 # venvs under ~/.cache/rlfleet-peers
+    python benchmarks/peers.py --peers cleanrl sb3 rllib pufferlib tianshou torchrl sample_factory \
+        --setting 8env batched --seeds 0 1 2
+
+`--setting 8env` trains tuned_examples/ppo/cartpole-ppo.yaml (8 envs stepped one by one),
+`batched` cartpole-ppo-vector.yaml (64 envs, Gymnasium's batched CartPole); `hyperparameters()`
+translates the file key by key for the scripts in benchmarks/peers/ (one per library, each on
+the library's public API and on its own batched path where it has one; see each docstring).
+Per seed, one rlfleet run and one run of each peer, each a fresh process (imports count),
+rlfleet first on even seeds and last on odd ones; prints each run, then per setting a table of
+medians (min-max) and each peer's median wall over rlfleet's.
+
+Against Stable-Baselines3 in this venv (`pip install 'rlfleet[bench]'`), more algorithms:
 
     python benchmarks/peers.py                         # both cases, seeds 0 1 2
     python benchmarks/peers.py --cases ppo-cartpole --seeds 0 1 2 3 4
@@ -206,8 +223,10 @@ PEERS: Dict[str, Dict[str, Any]] = {
         "pip": [["numpy<2", "gymnasium<1", "setuptools", "wheel", "Cython", "pybind11"],
                 ["--no-build-isolation", "--no-binary", "pufferlib", "pufferlib==3.0.0"]],
         # Without NO_OCEAN its sdist downloads raylib and box2d at build time (no network here);
-        # its CUDA kernels are skipped when nvcc is not on PATH.
-        "env": {"NO_OCEAN": "1"}, "hide_nvcc": True,
+        # with it, its setup.py still names `c_extension_paths`, set only when building the
+        # Ocean C envs: `build_shim` defines it (empty) for the build. Its CUDA kernels are
+        # skipped when nvcc is not on PATH (the CPU build of its advantage kernel remains).
+        "env": {"NO_OCEAN": "1"}, "hide_nvcc": True, "build_shim": True,
     },
     "tianshou": {"pip": [["tianshou==2.0.1"]]},
     "torchrl": {"pip": [["torchrl==0.14.1", "gymnasium>=1.0"]]},
@@ -218,6 +237,19 @@ ORDER = list(PEERS)
 
 def peer_python(peer: str) -> str:
     return os.path.join(CACHE, peer, "bin", "python")
+
+
+def _build_shim(peer: str) -> str:
+    """A .pth file in the venv (its lines starting with `import` run at interpreter start, see
+    https://docs.python.org/3/library/site.html) that defines `c_extension_paths` as an empty
+    builtin while NO_OCEAN=1, for a --no-build-isolation build; removed after the install."""
+    site = subprocess.run([peer_python(peer), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    path = os.path.join(site, "rlfleet_peers_build_shim.pth")
+    with open(path, "w") as f:
+        f.write('import builtins, os; os.environ.get("NO_OCEAN") == "1" and '
+                'setattr(builtins, "c_extension_paths", [])\n')
+    return path
 
 
 def setup(peers: List[str]) -> None:
@@ -231,8 +263,10 @@ def setup(peers: List[str]) -> None:
             env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
                                           if not os.path.exists(os.path.join(p, "nvcc")))
             env.pop("CUDA_HOME", None)
-        steps = [[base, "-m", "venv", venv]] if not os.path.exists(peer_python(peer)) else []
-        steps += [[peer_python(peer), "-m", "pip", "install", "-q", TORCH]]
+        if not os.path.exists(peer_python(peer)):
+            subprocess.run([base, "-m", "venv", venv], check=True)
+        shim = _build_shim(peer) if spec.get("build_shim") else None
+        steps = [[peer_python(peer), "-m", "pip", "install", "-q", TORCH]]
         steps += [[peer_python(peer), "-m", "pip", "install", "-q", *args] for args in spec["pip"]]
         for cmd in steps:
             print(f"[{peer}] {' '.join(cmd)}", flush=True)
@@ -243,6 +277,8 @@ def setup(peers: List[str]) -> None:
                 break
         else:
             print(f"[{peer}] ready: {venv}", flush=True)
+        if shim:
+            os.remove(shim)
     if failed:
         raise SystemExit(f"setup failed for: {', '.join(failed)}")
 
