@@ -21,7 +21,8 @@ ALGO_KEYS: List[ConfigKey] = [
       "required. Evaluation may set its own in evaluation_config.", optional(finite_number, "required: set it")),
     K("max_ep_len", 1000, "Longest episode the timestep embedding covers (RLlib 2.x's horizon); later steps share "
       "its last row.", int_at_least(1)),
-    K("rtg_scale", 1000.0, "Returns-to-go enter the model divided by this.", number_above(0)),
+    K("rtg_scale", 1000.0, "Returns-to-go enter the model divided by this: about the magnitude of the data's returns "
+      "(the paper's 1000 for Gym tasks with returns in the thousands).", number_above(0)),
     K("embed_dim", 128, "Width of the token embeddings and transformer blocks.", int_at_least(1)),
     K("num_layers", 2, "Transformer blocks.", int_at_least(1)),
     K("num_heads", 1, "Attention heads (must divide embed_dim).", int_at_least(1)),
@@ -96,6 +97,16 @@ class DTTrainer(Trainer):
     - The segment buffer is not part of checkpoints: a restored trainer refills it from the input.
     - Acting is deterministic for Box actions; Discrete actions are sampled when `explore` is
       on (greedy with `explore: False`).
+
+    Measured (docs/benchmarks.md, "Decision Transformer"): CartPole from mixed data learns
+    (tuned_examples/dt/cartpole-dt.yaml). On Pendulum from half expert, half random-torque data
+    (benchmarks/decision_transformer.py) DT beats BC but stays well below the expert's level
+    after the few thousand updates a CPU affords (the paper trains 100k): regressing on data
+    where half the actions are uniform noise shrinks the expert's small balancing torques
+    toward the noise's mean, and returns-to-go far outside the data (e.g. a return between
+    the two halves' ranges) are followed only roughly. Keep `rtg_scale` near the data's return
+    range (returns-to-go enter the model divided by it; with `embed_layer_norm` off, a scale
+    10 times too small let them swamp the other inputs there).
     """
 
     _name = "DT"
