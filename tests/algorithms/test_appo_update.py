@@ -126,13 +126,38 @@ def test_a_batch_without_the_behaviour_columns_is_refused_with_the_fix(policy_an
 
 @pytest.mark.slow
 def test_the_reference_file_reaches_its_stop_reward_within_its_budget(ray_session, tmp_path):
-    # The file's settings as they are, but a report every second instead of every 10 s
-    # (`min_iter_time_s`, APPO's default): sampling runs at ~25k steps/s here, so a 10 s
-    # iteration would take the whole 200k budget and average its first, untrained episodes in.
+    # The file as it is (APPO's 10 s `min_iter_time_s`): sampling runs at ~25k steps/s here,
+    # and the 200k-step stop ends each iteration at 10k steps (Trainer.set_step_limit), so the
+    # mean return is checked every 10k steps rather than once, over the whole run.
     path = TUNED_EXAMPLES_DIR / "reference_1x" / "cartpole-appo.yaml"
     assert cli.main(["train", "-q", "-f", str(path), "--local-dir", str(tmp_path),
-                     "--config", json.dumps({"seed": 1, "min_iter_time_s": 1})]) == cli.EXIT_OK
+                     "--config", json.dumps({"seed": 1})]) == cli.EXIT_OK
     (results,) = glob.glob(os.path.join(tmp_path, "*", "result.json"))
     last = json.loads(Path(results).read_text().splitlines()[-1])
     assert last["episode_reward_mean"] >= 150 and last["timesteps_total"] <= 200000, (
         last["episode_reward_mean"], last["timesteps_total"])
+
+
+@pytest.mark.parametrize("use_critic", [True, False])
+def test_without_gae_the_advantages_are_the_returns_less_the_value_with_a_critic(use_critic):
+    # RLlib 1.x's APPO `use_critic` (with vtrace False): one terminated 3-step trajectory,
+    # gamma 0.9, returns by hand [1 + .9 * 2 + .81 * 3, 2 + .9 * 3, 3].
+    config = APPOTrainer.merge_trainer_configs(DEFAULT_CONFIG, {"vtrace": False, "use_gae": False, "gamma": 0.9,
+                                                                "use_critic": use_critic})
+    env = gym.make("CartPole-v1")
+    policy = APPOTorchPolicy(env.observation_space, env.action_space, config)
+    batch = SampleBatch({SB.OBS: np.zeros((3, 4), np.float32), SB.NEXT_OBS: np.zeros((3, 4), np.float32),
+                         SB.REWARDS: np.array([1.0, 2.0, 3.0], np.float32), SB.EPS_ID: np.zeros(3, np.int64),
+                         SB.TERMINATEDS: np.array([False, False, True]), SB.ACTIONS: np.zeros(3, np.int64),
+                         SB.VF_PREDS: np.array([0.5, 1.0, 2.0], np.float32)})
+    out = policy.postprocess_trajectory(batch)
+    returns = np.array([5.23, 4.7, 3.0])
+    baseline = batch[SB.VF_PREDS] if use_critic else 0.0
+    np.testing.assert_allclose(out[SB.ADVANTAGES], returns - baseline, rtol=1e-6)
+    np.testing.assert_allclose(out[SB.VALUE_TARGETS], returns if use_critic else np.zeros(3), rtol=1e-6)
+
+
+def test_gae_without_a_critic_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(ValueError, match=r"'use_gae': True needs 'use_critic': True.*'use_gae': False"):
+        APPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
+            "vtrace": False, "use_critic": False, "num_workers": 0, "model": {"fcnet_hiddens": [8]}})

@@ -79,7 +79,12 @@ def test_appo_lambda_with_vtrace_is_said_to_be_unused(caplog, tmp_path):
         trainer = APPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
             "lambda": 0.9, "num_workers": 0, "min_iter_time_s": 0, "model": {"fcnet_hiddens": [16]}})
         trainer.stop()
-    assert any("'lambda': 0.9 is unused with 'vtrace': True" in r.getMessage() for r in caplog.records)
+        trainer = APPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
+            "lambda": 0.9, "use_critic": False, "num_workers": 0, "model": {"fcnet_hiddens": [16]}})
+        trainer.stop()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("'lambda': 0.9 is unused with 'vtrace': True" in m for m in messages)
+    assert any("'lambda': 0.9 and 'use_critic': False are unused with 'vtrace': True" in m for m in messages)
 
 
 # --- keys the reference added during 1.x --------------------------------------------------------

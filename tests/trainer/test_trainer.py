@@ -15,6 +15,7 @@ from rlfleet.algorithms.ppo import PPOTrainer
 from rlfleet.algorithms.ppo import DEFAULT_CONFIG as PPO_DEFAULTS
 from rlfleet.env.registry import register_env
 from rlfleet.policy.sample_batch import SampleBatch
+from rlfleet.trainer.trainer import REPORTS_PER_STEP_LIMIT
 from tests.envs import ActionRecordingEnv, CountingEnv, DiscreteObsEnv, ScriptedEnv
 from tests.helpers import REPO_ROOT
 
@@ -152,6 +153,20 @@ def test_a_step_limit_ends_the_iteration_that_reaches_it(make):
     assert r["timesteps_total"] == 300 and t.steps_left() == 0
     t.set_step_limit(None)
     assert t.train()["timesteps_this_iter"] == 1000 and t.steps_left() is None
+
+
+def test_a_step_limit_ends_a_time_paced_iteration_at_a_twentieth_of_it(make):
+    # A 60 s min_iter_time_s would sample the whole 2000-step budget in one iteration (one mean
+    # return over the run); with the limit an iteration ends at 2000 / 20 = 100 steps (one
+    # training step), or at its timesteps_per_iteration when that is larger.
+    assert REPORTS_PER_STEP_LIMIT == 20
+    t = make(PGTrainer, "CartPole-v1", min_iter_time_s=60, **FAST_PG)
+    t.set_step_limit(2000)
+    r = t.train()
+    assert r["timesteps_this_iter"] == 100 and r["time_this_iter_s"] < 30
+    t = make(PGTrainer, "CartPole-v1", min_iter_time_s=60, timesteps_per_iteration=300, **FAST_PG)
+    t.set_step_limit(2000)
+    assert t.train()["timesteps_this_iter"] == 300
 
 
 def test_min_iter_time_s(make):

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "nested keys with '/' (RLlib 2.x's 'env_runners/episode_return_mean' too). A key "
                             "missing from the first result is an error, except under evaluation/, info/learner/, "
                             "learners/, custom_metrics/ and policy_reward_*/ (a warning); a timesteps_total stop "
-                            "ends the iteration that reaches it. Without it: until Ctrl-C")
+                            "ends the iteration that reaches it, and any iteration at 1/20 of it (before "
+                            "min_iter_time_s). Without it: until Ctrl-C")
     train.add_argument("--config", metavar="JSON",
                        help="config overrides as a JSON object, e.g. '{\"lr\": 0.001}'")
     train.add_argument("-f", "--config-file", metavar="FILE",

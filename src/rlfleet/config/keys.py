@@ -230,7 +230,8 @@ COMMON_KEYS: Dict[str, List[ConfigKey]] = {
           "per-env vector. An env creator may also return a gymnasium.vector.VectorEnv.", vectorize_mode),
         K("remote_env_batch_wait_ms", 0, "Milliseconds to wait for remote envs when polling; only 0: remote "
           "sub-envs step in lockstep, each step waits for all of them.", batch_wait_ms),
-        K("min_iter_time_s", 0, "Least seconds one train() call takes.", number_in(0)),
+        K("min_iter_time_s", 0, "Least seconds one train() call takes; under a step limit (`rlfleet train`'s "
+          "timesteps_total stop) an iteration ends sooner, once it sampled 1/20 of the limit.", number_in(0)),
         K("timesteps_per_iteration", 0, "Least env steps one train() call samples.", int_at_least(0)),
         K("seed", None, "Seed for envs, workers and policies; None is nondeterministic.",
           optional(int_at_least(0), "unseeded")),

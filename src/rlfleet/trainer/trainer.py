@@ -46,6 +46,9 @@ from rlfleet.trainer.trainer_state import TrainerState
 
 logger = logging.getLogger(__name__)
 
+# With a step limit (`set_step_limit`), iterations report at least this often within it.
+REPORTS_PER_STEP_LIMIT = 20
+
 
 class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
     """Coordinates sampling and learning for one algorithm.
@@ -169,7 +172,10 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         that a stop on that count (the CLI's `--stop '{"timesteps_total": N}'`) overshoots by at
         most one training step, not a whole iteration: the loop of training steps (see
         `timesteps_per_iteration`, `min_iter_time_s`) stops there, and algorithms whose one
-        step is long (ES, ARS) read `steps_left()` to stop gathering there.
+        step is long (ES, ARS) read `steps_left()` to stop gathering there. An iteration also ends
+        before `min_iter_time_s` once it sampled 1/REPORTS_PER_STEP_LIMIT of the limit (and its
+        `timesteps_per_iteration`): where sampling is fast, the time minimum would span most of
+        the budget and the other criteria (a mean return) be checked once, on the whole run.
 
         Args:
             timesteps_total: the env-step count to stop at; None (the default): no limit.
@@ -269,6 +275,10 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
             learner_info = self.training_step()
             steps = self.counters["num_env_steps_sampled"] - sampled_before
             if (time.time() - start >= min_time and steps >= min_steps) or self.steps_left() == 0:
+                return learner_info, steps
+            if self._step_limit is not None and steps >= max(min_steps, self._step_limit / REPORTS_PER_STEP_LIMIT):
+                logger.info("Iteration ended after %d env steps (1/%d of the step limit), before min_iter_time_s",
+                            steps, REPORTS_PER_STEP_LIMIT)
                 return learner_info, steps
 
     def take_own_episodes(self) -> List[Any]:

@@ -9,6 +9,7 @@ from rlfleet.algorithms.common.async_sampling import ASYNC_KEYS
 from rlfleet.algorithms.appo.appo_policy import APPOTorchPolicy
 from rlfleet.algorithms.impala.impala import ALGO_KEYS as IMPALA_KEYS, ImpalaTrainer
 from rlfleet.config import ConfigKey, algorithm_config, int_at_least, number_above, number_in, with_defaults
+from rlfleet.rollout.postprocessing import check_gae_needs_critic
 
 K = ConfigKey
 logger = logging.getLogger(__name__)
@@ -22,6 +23,8 @@ ALGO_KEYS: List[ConfigKey] = with_defaults(IMPALA_KEYS, {"replay_buffer_num_slot
       "with vtrace; without, the old policy is the one that sampled).",
       int_at_least(1)),
     # RLlib 1.x's APPO (`rllib/agents/ppo/appo.py`) has these, IMPALA not: advantages without V-trace.
+    K("use_critic", True, "With vtrace False: the value function is the baseline and bootstraps truncated "
+      "trajectories (GAE needs it); False: the advantages are the plain discounted returns. Unused with V-trace."),
     K("use_gae", True, "With vtrace False: Generalized Advantage Estimation on the workers; False: discounted "
       "returns minus the value. Unused with V-trace."),
     K("lambda", 1.0, "With vtrace False: GAE's lambda (0 is the one-step TD error, 1 the Monte-Carlo return). "
@@ -42,7 +45,11 @@ class APPOTrainer(ImpalaTrainer):
 
     def validate_algorithm_config(self, config: dict) -> None:
         super().validate_algorithm_config(config)
-        if config["vtrace"] and config["lambda"] != 1.0:
-            # RLlib 1.x ignores it silently, so a tuned config may set it for nothing; say so once.
-            logger.warning("APPO: 'lambda': %r is unused with 'vtrace': True (V-trace computes the advantages); "
-                           "it applies with 'vtrace': False", config["lambda"])
+        if not config["vtrace"]:
+            check_gae_needs_critic(config)
+        # RLlib 1.x ignores these silently with V-trace, so a tuned config may set them for nothing; say so once.
+        unused = {k: config[k] for k, default in (("lambda", 1.0), ("use_critic", True)) if config[k] != default}
+        if config["vtrace"] and unused:
+            named = " and ".join(f"{k!r}: {v!r}" for k, v in unused.items())
+            logger.warning("APPO: %s %s unused with 'vtrace': True (V-trace computes the advantages); "
+                           "they apply with 'vtrace': False", named, "is" if len(unused) == 1 else "are")

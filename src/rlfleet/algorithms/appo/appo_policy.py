@@ -85,9 +85,9 @@ class APPOTorchPolicy(ImpalaTorchPolicy):
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         if self.config["vtrace"]:
             return sample_batch
-        # Without V-trace the workers compute the advantages, with APPO's `lambda` and `use_gae`.
+        # Without V-trace the workers compute the advantages, with APPO's `lambda`, `use_gae`, `use_critic`.
         return postprocess_with_critic(self, sample_batch, self.config["gamma"], self.config["lambda"],
-                                       self.config["use_gae"], True)
+                                       self.config["use_gae"], self.config["use_critic"])
 
     def vtrace_target_logits(self, obs, current_logits):
         logits, _ = model_forward(self.target_model, {SB.OBS: obs})
