@@ -60,8 +60,11 @@ def test_counters_add_up_across_a_killed_worker(ray_session, tmp_path):
         after = {r["worker_index"]: r for r in trainer.workers.foreach_worker(lambda w: w.sample_counter.report())}
         assert after[1]["pid"] != dead["pid"]  # recreated: a new process, its counter from zero
         handed = dead["handed_env_steps"] + after[1]["handed_env_steps"] + after[2]["handed_env_steps"]
-        received = trainer.workers.received.received
-        assert sum(received.values()) == result["timesteps_total"]  # the driver trained what it received
+        ledger = trainer.workers.received
+        received = ledger.received
+        # The driver trained what it received, but for the health check's probe batch (dropped).
+        assert ledger.trained == result["timesteps_total"] == sum(received.values()) - ledger.dropped["health_probe"]
+        assert ledger.snapshot(trainer.samples_queued())["unaccounted"] == 0
         lost = trainer.workers.received.lost({1: {"handed_env_steps": dead["handed_env_steps"]
                                                   + after[1]["handed_env_steps"]}, 2: after[2]})
         assert handed == sum(received.values()) + sum(lost.values())

@@ -16,7 +16,8 @@ from rlfleet.rollout.name_registries import NameRegistries
 from rlfleet.rollout.placement import bundle_is_placed, bundle_options, reserve_worker_group
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn
 from rlfleet.rollout.rollout_worker import RolloutWorker
-from rlfleet.rollout.worker_calls import actor_key, adopt_mapping, health_probe, noop, replay_policy_changes
+from rlfleet.rollout.worker_calls import (actor_key, adopt_mapping, health_probe, noop, persist_sample_count,
+                                          replay_policy_changes)
 from rlfleet.utils.ray_utils import init_ray, started_here
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ class WorkerMembership:
             )
             for i, placement in zip(indices, placed)
         ]
+        if self.sample_ledger_dir:  # each worker's count outlives it (rollout/sample_counters.py)
+            ray.get([w.apply.remote(persist_sample_count, self.sample_ledger_dir) for w in new])
         for handle, index in zip(new, indices):
             self._remote.append(handle)
             self._remote_index.append(index)
@@ -110,7 +113,10 @@ class WorkerMembership:
         healthy, failed = [], []
         for handle, index, ref in zip(self._remote, self._remote_index, checks):
             try:
-                ray.get(ref)
+                # The probe's batch is sampled and thrown away: received, then dropped.
+                probed = int(ray.get(ref))
+                self.received.record_steps(index, probed)
+                self.received.record_dropped("health_probe", probed)
                 healthy.append(handle)
             except ray.exceptions.RayError as e:
                 logger.warning("Removing unhealthy remote worker %d: %s", index, str(e).splitlines()[0])

@@ -232,7 +232,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         """
         start, iteration_before = time.time(), self.iteration
         result = run_with_recovery(lambda: self._train_iteration(start), self.config, recover=self._try_recover,
-                                   undo=lambda: setattr(self, "iteration", iteration_before))
+                                   undo=lambda: self._undo_failed_iteration(iteration_before))
         if self.config.get("env_task_fn") is not None:
             # Curricula: every sub-env of every rollout worker gets its next task.
             self.workers.foreach_env_with_context(partial(apply_env_task_fn, self.config["env_task_fn"], result))
@@ -267,6 +267,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         min_steps = int(self.config.get("timesteps_per_iteration") or 0)
         while True:
             learner_info = self.training_step()
+            self._account_trained_step()
             steps = self.counters["num_env_steps_sampled"] - sampled_before
             if (time.time() - start >= min_time and steps >= min_steps) or self.steps_left() == 0:
                 return learner_info, steps
@@ -304,7 +305,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
             agent_timesteps_total=self.counters["num_agent_steps_sampled"],
             training_iteration=self.iteration,
             num_healthy_workers=self.workers.num_remote_workers(),
-            info={"learner": learner_info, **self.counters},
+            info={"learner": learner_info, **self.counters, "sample_ledger": self.sample_ledger()},
             sampler_perf=merge_perf(perfs),
             date=now.strftime("%Y-%m-%d_%H-%M-%S"),
             timestamp=int(now.timestamp()),
