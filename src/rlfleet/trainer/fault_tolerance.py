@@ -70,6 +70,9 @@ def run_with_recovery(attempt: Callable[[], T], config: dict, recover: Callable[
     """`attempt()`, run again after `undo()` and `recover()` each time a remote worker fails
     in it, up to `MAX_WORKER_FAILURE_RETRIES` times.
 
+    A worker that dies while `recover()` runs (e.g. a replacement killed as it starts) counts
+    as one more failure: the next attempt meets it, and the next recovery replaces it.
+
     Raises:
         WorkerFailureError: the config allows no recovery, or workers kept failing.
     """
@@ -83,7 +86,13 @@ def run_with_recovery(attempt: Callable[[], T], config: dict, recover: Callable[
             FailurePolicy.from_config(config).check_tolerated("A remote worker", e)
             logger.warning("A remote worker failed during train() (attempt %d of %d); recovering: %s",
                            tries, 1 + MAX_WORKER_FAILURE_RETRIES, str(e).splitlines()[0])
-            recover()
+            try:
+                recover()
+            except Exception as again:
+                if not is_worker_failure(again):
+                    raise
+                logger.warning("A remote worker failed while recovering; the next attempt recovers again: %s",
+                               str(again).splitlines()[0])
     raise WorkerFailureError(f"train() failed {1 + MAX_WORKER_FAILURE_RETRIES} times in a row because "
                              "remote workers kept failing; see the warnings above")
 
