@@ -49,3 +49,28 @@ def test_recovery_still_gives_up_and_other_errors_still_raise():
 
     with pytest.raises(KeyError):
         run_with_recovery(always_fails, CONFIG, recover_breaks, lambda: None)
+
+
+def test_failures_with_progress_in_between_are_not_in_a_row_but_stay_bounded():
+    """Workers preempted one after another, each after the recovered set sampled a little,
+    do not end training; the per-call bound still ends it."""
+    from rlfleet.trainer.fault_tolerance import MAX_WORKER_FAILURES_PER_CALL
+
+    sampled = {"steps": 0, "attempts": 0}
+    failures = MAX_WORKER_FAILURE_RETRIES + 3  # more than the budget of failures in a row
+
+    def attempt():
+        sampled["attempts"] += 1
+        if sampled["attempts"] <= failures:
+            sampled["steps"] += 50  # some sampling, then the next worker dies
+            raise _worker_died()
+        return "result"
+
+    assert run_with_recovery(attempt, CONFIG, lambda: None, lambda: None, progress=lambda: sampled["steps"]) == "result"
+    # Without progress the same failures are in a row: training gives up after the budget.
+    sampled["attempts"] = 0
+    with pytest.raises(WorkerFailureError, match=f"{1 + MAX_WORKER_FAILURE_RETRIES} times in a row"):
+        run_with_recovery(attempt, CONFIG, lambda: None, lambda: None, progress=lambda: 0)
+    sampled["attempts"], failures = 0, 10 * MAX_WORKER_FAILURES_PER_CALL
+    with pytest.raises(WorkerFailureError, match=f"{MAX_WORKER_FAILURES_PER_CALL} in all"):
+        run_with_recovery(attempt, CONFIG, lambda: None, lambda: None, progress=lambda: sampled["steps"])
