@@ -94,6 +94,15 @@ def ray_tree(driver_pid: int) -> Dict[int, str]:
     return out
 
 
+def _leftovers(pids: Set[int], settle_s: float) -> tuple:
+    """`(pids still alive after settle_s, seconds until the last one was gone)`: Ray's
+    agents notice their raylet is gone within seconds, not at once."""
+    start = time.monotonic()
+    while alive(pids) and time.monotonic() - start < settle_s:
+        time.sleep(0.25)
+    return alive(pids), round(time.monotonic() - start, 2)
+
+
 def alive(pids: Set[int]) -> List[int]:
     out = []
     for pid in pids:
@@ -162,13 +171,12 @@ def _rows(run_dir: str) -> List[Dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _logged(run_dir: str) -> int:
-    """The newest iteration in `run_dir`'s result.json (0: none yet)."""
+def _logged_by(run_dir: str, pid: int) -> bool:
+    """Whether the driver `pid` has logged a result in `run_dir` (it is training)."""
     try:
-        rows = _rows(run_dir)
+        return any(r.get("pid") == pid for r in _rows(run_dir))
     except (OSError, ValueError):  # not written yet, or a line being written
-        return 0
-    return max((r["training_iteration"] for r in rows), default=0)
+        return False
 
 
 def _run_dir(local_dir: str) -> str:
@@ -232,7 +240,7 @@ def _chaos_lives(algo: str, args: argparse.Namespace, rng: random.Random, killer
         killer.seen.update(ray_tree(driver.pid))
         if run_dir is None and os.path.isdir(local_dir) and os.listdir(local_dir):
             run_dir = _run_dir(local_dir)
-        killer.armed = bool(run_dir) and _logged(run_dir) > 0
+        killer.armed = bool(run_dir) and _logged_by(run_dir, driver.pid)
         if run_dir and _checkpoints(run_dir) and time.monotonic() - started >= kill_after_s:
             killer.seen.update(ray_tree(driver.pid))
             os.kill(driver.pid, signal.SIGKILL)
@@ -244,28 +252,33 @@ def _chaos_lives(algo: str, args: argparse.Namespace, rng: random.Random, killer
     last_before_kill = max(r["training_iteration"] for r in rows_1)
     checkpoint = max(_checkpoints(run_dir))
     killer.armed = False
-    time.sleep(args.settle_s)  # what the killed driver leaves behind, once Ray had time to clean up
-    left_after_kill = alive(killer.seen)
+    left_after_kill, linger_after_kill = _leftovers(killer.seen, args.settle_s)
     driver = _start([sys.executable, "-m", "rlfleet.cli", "train", "-q", "--resume", run_dir], life2, log)
     drivers.append(driver)
     killer.driver_pid = driver.pid
     while driver.poll() is None:
         killer.seen.update(ray_tree(driver.pid))
         time.sleep(0.5)
-        killer.armed = _logged(run_dir) > checkpoint
+        killer.armed = _logged_by(run_dir, driver.pid)
         if time.monotonic() - started > limit_s:
             driver.kill()
             raise RuntimeError(f"{algo}: the resumed run did not finish; see {log}")
     killer.armed = False
     if driver.returncode != 0:
         raise RuntimeError(f"{algo}: the resumed run failed (code {driver.returncode}); see {log}")
-    time.sleep(args.settle_s)
-    left_at_end = alive(killer.seen)
+    left_at_end, linger_at_end = _leftovers(killer.seen, args.settle_s)
     rows = _rows(run_dir)
     ledger = rows[-1]["info"]["sample_ledger"]
-    reports_1, reports_2 = read_persisted(life1), read_persisted(life2)
-    sampled = sum(r["handed_env_steps"] for r in list(reports_1.values()) + list(reports_2.values()))
+    # The remote workers' counts (worker index 0 is each driver's own worker, which does not sample).
+    reports_1 = [r for r in read_persisted(life1).values() if r["worker_index"] > 0]
+    reports_2 = [r for r in read_persisted(life2).values() if r["worker_index"] > 0]
+    sampled_1 = sum(r["handed_env_steps"] for r in reports_1)
+    sampled = sampled_1 + sum(r["handed_env_steps"] for r in reports_2)
     lost = sampled - ledger["trained"] - ledger["queued"]
+    # What the checkpoint resumed from had trained: the resumed driver's first books say so
+    # (later rows may have restored again: the CLI continues from each checkpoint it saves).
+    life_1_pid = rows_1[0]["pid"]
+    trained_at_resume = next(r for r in rows if r["pid"] != life_1_pid)["info"]["sample_ledger"]["trained_at_restore"]
     iterations = [r["training_iteration"] for r in rows]
     return {
         "algo": algo, "kind": "chaos", "run_dir": run_dir, "final_return": _final_return(rows),
@@ -273,11 +286,11 @@ def _chaos_lives(algo: str, args: argparse.Namespace, rng: random.Random, killer
         "iterations_lost": last_before_kill - checkpoint, "resumed_from_iteration": checkpoint,
         "samples_sampled": sampled, "samples_trained": ledger["trained"], "samples_queued_at_end": ledger["queued"],
         "samples_dropped": ledger["dropped_by_reason"], "samples_lost": lost, "samples_lost_pct": 100.0 * lost / sampled,
-        "samples_lost_by_killed_driver": sum(r["handed_env_steps"] for r in reports_1.values())
-        - ledger["trained_at_restore"],
+        "samples_lost_by_killed_driver": sampled_1 - trained_at_resume,
         "ledger_unaccounted": ledger["unaccounted"], "worker_kills": killer.kills,
         "worker_restarts": len(reports_1) + len(reports_2) - 2 * args.workers,
         "ray_processes_left_after_driver_kill": len(left_after_kill), "ray_processes_left_at_end": len(left_at_end),
+        "ray_linger_s_after_driver_kill": linger_after_kill, "ray_linger_s_at_end": linger_at_end,
         "left_behind": [_cmdline_or_pid(p) for p in sorted(set(left_after_kill) | set(left_at_end))],
     }
 
@@ -310,19 +323,24 @@ def _median(values: List[float], digits: int = 0) -> str:
 
 
 def table(results: List[Dict[str, Any]]) -> str:
-    head = ("| algorithm | runs | worker kills | worker restarts | iterations lost | samples sampled | samples lost "
+    head = ("| algorithm | runs survived | worker kills | worker restarts | iterations lost | samples sampled | samples lost "
             "| lost % | of which after the last checkpoint | final return (chaos) | final return (unkilled) "
-            "| Ray processes left |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+            "| Ray processes left | Ray processes gone after (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for algo in dict.fromkeys(r["algo"] for r in results):
         chaos = [r for r in results if r["algo"] == algo and r["kind"] == "chaos"]
+        failed = [r for r in results if r["algo"] == algo and r["kind"] == "failed"]
+        if not chaos:
+            lines.append(f"| {algo} | 0 of {len(failed)} survived |" + " |" * 11)
+            continue
         calm = [r for r in results if r["algo"] == algo and r["kind"] == "calm"]
         col = lambda key, d=0: _median([float(r[key]) for r in chaos], d)  # noqa: E731
-        lines.append(f"| {algo} | {len(chaos)} | {col('worker_kills')} | {col('worker_restarts')} "
+        lines.append(f"| {algo} | {len(chaos)} of {len(chaos) + len(failed)} | {col('worker_kills')} | {col('worker_restarts')} "
                      f"| {col('iterations_lost')} | {col('samples_sampled')} | {col('samples_lost')} "
                      f"| {col('samples_lost_pct', 1)} | {col('samples_lost_by_killed_driver')} "
                      f"| {col('final_return', 1)} | {_median([r['final_return'] for r in calm], 1) if calm else '-'} "
-                     f"| {max(r['ray_processes_left_after_driver_kill'] + r['ray_processes_left_at_end'] for r in chaos)} |")
+                     f"| {max(r['ray_processes_left_after_driver_kill'] + r['ray_processes_left_at_end'] for r in chaos)} "
+                     f"| {max(max(r['ray_linger_s_after_driver_kill'], r['ray_linger_s_at_end']) for r in chaos):.1f} |")
     return "\n".join(lines)
 
 
@@ -336,7 +354,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="time-based checkpoints (default: a quarter of the run)")
     parser.add_argument("--repeats", type=int, default=1, help="killed runs per algorithm")
     parser.add_argument("--calm-repeats", type=int, default=1, help="unkilled runs per algorithm")
-    parser.add_argument("--settle-s", type=float, default=5.0, help="wait before looking for leftover processes")
+    parser.add_argument("--settle-s", type=float, default=30.0,
+                        help="seconds a driver's Ray processes get to exit after it did; those alive then are left behind")
     parser.add_argument("--seed", type=int, default=0, help="seeds the choice of victims and the kill times")
     parser.add_argument("--out", default=None, help="folder for the runs (default: a temporary one)")
     args = parser.parse_args(argv)
@@ -351,7 +370,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if algo not in CONFIGS:
             parser.error(f"--algos: {algo!r} is not one of {', '.join(CONFIGS)}")
         for k in range(args.repeats):
-            results.append(chaos_run(algo, args, os.path.join(out, algo, f"chaos_{k}"), rng))
+            try:
+                results.append(chaos_run(algo, args, os.path.join(out, algo, f"chaos_{k}"), rng))
+            except RuntimeError as e:  # a run that did not survive is a result too
+                results.append({"algo": algo, "kind": "failed", "error": str(e)})
             print(json.dumps(results[-1]), flush=True)
         for k in range(args.calm_repeats):
             results.append(calm_run(algo, args, os.path.join(out, algo, f"calm_{k}")))

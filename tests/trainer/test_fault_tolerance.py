@@ -74,3 +74,36 @@ def test_failures_with_progress_in_between_are_not_in_a_row_but_stay_bounded():
     sampled["attempts"], failures = 0, 10 * MAX_WORKER_FAILURES_PER_CALL
     with pytest.raises(WorkerFailureError, match=f"{MAX_WORKER_FAILURES_PER_CALL} in all"):
         run_with_recovery(attempt, CONFIG, lambda: None, lambda: None, progress=lambda: sampled["steps"])
+
+
+def test_a_worker_dead_at_a_checkpoint_is_replaced_not_fatal(ray_session, tmp_path):
+    """`rlfleet train` saves with `continue_from_checkpoint` (every worker takes the state read
+    back): a worker that died since the last iteration used to end the run there."""
+    import os
+    import signal
+    import time
+
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
+        "num_workers": 2, "num_cpus_per_worker": 0.25, "rollout_fragment_length": 25, "train_batch_size": 100,
+        "sgd_minibatch_size": 50, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}, "seed": 3,
+        "recreate_failed_workers": True})
+    try:
+        trainer.train()
+        pid = trainer.workers.foreach_worker(lambda w: w.sample_counter.pid)[1]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the kill lands asynchronously
+            try:
+                os.kill(pid, 0)
+                time.sleep(0.1)
+            except ProcessLookupError:
+                break
+        path = trainer.save(continue_from_checkpoint=True)
+        assert os.path.isdir(path)
+        pids = trainer.workers.foreach_worker(lambda w: w.sample_counter.pid)
+        assert len(pids) == 3 and pid not in pids  # replaced
+        assert trainer.train()["training_iteration"] == 2
+    finally:
+        trainer.stop()

@@ -12,6 +12,7 @@ import os
 import secrets
 from typing import Any, Dict, Optional
 
+from rlfleet.trainer.fault_tolerance import run_with_recovery
 from rlfleet.utils.safe_files import CheckpointError
 from rlfleet.utils.seeding import derive_seed
 
@@ -126,7 +127,10 @@ class TrainerState:
 
         path = save_trainer(self, checkpoint_dir, keep_checkpoints_num)
         if continue_from_checkpoint:
-            self.set_state(trainer_state(read_checkpoint(path)))
+            state = trainer_state(read_checkpoint(path))
+            # Every worker takes the state; one that died meanwhile is replaced (or dropped) as
+            # in train(), and the state applied again, instead of ending the run at a checkpoint.
+            run_with_recovery(lambda: self.set_state(state), self.config, recover=self._try_recover, undo=lambda: None)
         return path
 
     def restore(self, checkpoint_path: Any) -> None:
