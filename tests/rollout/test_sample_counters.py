@@ -73,3 +73,37 @@ def test_counters_add_up_across_a_killed_worker(ray_session, tmp_path):
         assert lost[1] == 0 and lost[2] > 0, (lost, received, dead, after)
     finally:
         trainer.stop()
+
+
+def test_an_answer_fetched_before_a_dead_workers_error_is_not_lost(ray_session, tmp_path):
+    """`ready_results` fetches the finished answers one by one; when a dead worker's error
+    comes after a healthy worker's batch, the batch is handed out by the next call instead of
+    vanishing with the exception (it was sampled and would never be trained)."""
+    import signal
+    import time
+
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.rollout.worker_calls import sample_once
+
+    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
+        "num_workers": 2, "num_cpus_per_worker": 0.25, "rollout_fragment_length": 25, "train_batch_size": 100,
+        "sgd_minibatch_size": 50, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}, "seed": 3})
+    workers = trainer.workers
+    try:
+        pid_2 = workers.foreach_worker(lambda w: w.sample_counter.pid)[2]
+        os.kill(pid_2, signal.SIGKILL)
+        while True:  # the kill lands asynchronously
+            try:
+                os.kill(pid_2, 0)
+                time.sleep(0.1)
+            except ProcessLookupError:
+                break
+        assert workers.submit_async(sample_once) == [1, 2]  # worker 1's request first
+        ray_session.wait(list(workers._in_flight), num_returns=2, timeout=60)  # both answered
+        with pytest.raises(ray_session.exceptions.RayError):
+            workers.ready_results(timeout_s=0)
+        assert workers.num_in_flight() == 1
+        [(index, batch)] = workers.ready_results(timeout_s=0)
+        assert index == 1 and batch.count == 25
+    finally:
+        trainer.stop()
