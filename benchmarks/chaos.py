@@ -288,11 +288,22 @@ def _chaos_lives(algo: str, args: argparse.Namespace, rng: random.Random, killer
         "samples_dropped": ledger["dropped_by_reason"], "samples_lost": lost, "samples_lost_pct": 100.0 * lost / sampled,
         "samples_lost_by_killed_driver": sampled_1 - trained_at_resume,
         "ledger_unaccounted": ledger["unaccounted"], "worker_kills": killer.kills,
-        "worker_restarts": len(reports_1) + len(reports_2) - 2 * args.workers,
+        "worker_restarts": replacements_started(log),
         "ray_processes_left_after_driver_kill": len(left_after_kill), "ray_processes_left_at_end": len(left_at_end),
         "ray_linger_s_after_driver_kill": linger_after_kill, "ray_linger_s_at_end": linger_at_end,
         "left_behind": [_cmdline_or_pid(p) for p in sorted(set(left_after_kill) | set(left_at_end))],
     }
+
+
+def replacements_started(log: str) -> int:
+    """Replacement workers the drivers started (their "Recreating remote rollout worker(s)
+    [i, ...]" warnings in `log`)."""
+    count = 0
+    with open(log, errors="replace") as f:
+        for line in f:
+            if "Recreating remote rollout worker(s) [" in line:
+                count += len(line.split("[", 1)[1].split("]")[0].split(","))
+    return count
 
 
 def _cmdline_or_pid(pid: int) -> str:

@@ -68,14 +68,16 @@ class WorkerMembership:
             )
             for i, placement in zip(indices, placed)
         ]
-        if self.sample_ledger_dir:  # each worker's count outlives it (rollout/sample_counters.py)
-            ray.get([w.apply.remote(persist_sample_count, self.sample_ledger_dir) for w in new])
         for handle, index in zip(new, indices):
             self._remote.append(handle)
             self._remote_index.append(index)
         order = sorted(range(len(self._remote)), key=lambda k: self._remote_index[k])
         self._remote = [self._remote[k] for k in order]
         self._remote_index = [self._remote_index[k] for k in order]
+        if self.sample_ledger_dir:  # each worker's count outlives it (rollout/sample_counters.py)
+            # After the workers joined the set: one that dies here is found by the next health
+            # check, and none is left running outside the set.
+            ray.get([w.apply.remote(persist_sample_count, self.sample_ledger_dir) for w in new])
         return new
 
     def _wait_until_scheduled(self, warn_after_s: float = 30.0) -> None:
