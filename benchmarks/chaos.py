@@ -360,7 +360,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--algos", default="IMPALA,APPO,APEX,PPO")
     parser.add_argument("--minutes", type=float, default=2.0, help="training time of each run (time_total_s)")
     parser.add_argument("--workers", type=int, default=2, help="remote rollout workers (2-4)")
-    parser.add_argument("--kill-every-s", type=float, default=5.0, help="seconds between two worker kills")
+    parser.add_argument("--kill-every-s", type=float, default=10.0,
+                        help="seconds between two worker kills (longer than a replacement takes to start)")
     parser.add_argument("--checkpoint-every-s", type=float, default=None,
                         help="time-based checkpoints (default: a quarter of the run)")
     parser.add_argument("--repeats", type=int, default=1, help="killed runs per algorithm")
