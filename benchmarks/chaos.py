@@ -52,7 +52,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional
 
 import psutil
 
@@ -94,7 +94,7 @@ def ray_tree(driver_pid: int) -> Dict[int, str]:
     return out
 
 
-def _leftovers(pids: Set[int], settle_s: float) -> tuple:
+def _leftovers(pids: Dict[int, str], settle_s: float) -> tuple:
     """`(pids still alive after settle_s, seconds until the last one was gone)`: Ray's
     agents notice their raylet is gone within seconds, not at once."""
     start = time.monotonic()
@@ -103,7 +103,7 @@ def _leftovers(pids: Set[int], settle_s: float) -> tuple:
     return alive(pids), round(time.monotonic() - start, 2)
 
 
-def alive(pids: Set[int]) -> List[int]:
+def alive(pids: Any) -> List[int]:
     out = []
     for pid in pids:
         try:
@@ -125,7 +125,7 @@ class WorkerKiller(threading.Thread):
         self.driver_pid: Optional[int] = None
         self.armed = False
         self.kills = 0
-        self.seen: Set[int] = set()
+        self.seen: Dict[int, str] = {}  # pid -> command line, of every Ray process of the run seen
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -291,7 +291,7 @@ def _chaos_lives(algo: str, args: argparse.Namespace, rng: random.Random, killer
         "worker_restarts": replacements_started(log),
         "ray_processes_left_after_driver_kill": len(left_after_kill), "ray_processes_left_at_end": len(left_at_end),
         "ray_linger_s_after_driver_kill": linger_after_kill, "ray_linger_s_at_end": linger_at_end,
-        "left_behind": [_cmdline_or_pid(p) for p in sorted(set(left_after_kill) | set(left_at_end))],
+        "left_behind": [f"{p} {killer.seen[p].split()[0]}" for p in sorted(set(left_after_kill) | set(left_at_end))],
     }
 
 
@@ -304,13 +304,6 @@ def replacements_started(log: str) -> int:
             if "Recreating remote rollout worker(s) [" in line:
                 count += len(line.split("[", 1)[1].split("]")[0].split(","))
     return count
-
-
-def _cmdline_or_pid(pid: int) -> str:
-    try:
-        return f"{pid} {_cmdline(psutil.Process(pid))}"
-    except psutil.NoSuchProcess:
-        return str(pid)
 
 
 def calm_run(algo: str, args: argparse.Namespace, work: str) -> Dict[str, Any]:
@@ -335,7 +328,7 @@ def _median(values: List[float], digits: int = 0) -> str:
 
 def table(results: List[Dict[str, Any]]) -> str:
     head = ("| algorithm | runs survived | worker kills | worker restarts | iterations lost | samples sampled | samples lost "
-            "| lost % | of which after the last checkpoint | final return (chaos) | final return (unkilled) "
+            "| lost % | of which in the killed driver's life | final return (chaos) | final return (unkilled) "
             "| Ray processes left | Ray processes gone after (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for algo in dict.fromkeys(r["algo"] for r in results):
