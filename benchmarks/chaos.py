@@ -193,6 +193,20 @@ def _checkpoints(run_dir: str) -> List[int]:
                   if d.startswith("checkpoint_") and os.path.exists(os.path.join(run_dir, d, "manifest.json")))
 
 
+def _resumable_mid_run(run_dir: str, stop_s: float) -> bool:
+    """Whether `run_dir` has a checkpoint to resume from and time left after it (a driver
+    killed once its time is up would only be killed at its last checkpoint)."""
+    checkpoints = _checkpoints(run_dir)
+    if not checkpoints:
+        return False
+    try:
+        rows = {r["training_iteration"]: r for r in _rows(run_dir)}
+    except (OSError, ValueError):
+        return False
+    newest = rows.get(checkpoints[-1])
+    return newest is not None and newest["time_total_s"] < 0.8 * stop_s
+
+
 def _final_return(rows: List[Dict[str, Any]]) -> float:
     # The mean over the last 3 iterations' reported means (one iteration's is noisy).
     returns = [r["episode_reward_mean"] for r in rows[-3:] if r.get("episode_reward_mean") is not None]
@@ -241,7 +255,7 @@ def _chaos_lives(algo: str, args: argparse.Namespace, rng: random.Random, killer
         if run_dir is None and os.path.isdir(local_dir) and os.listdir(local_dir):
             run_dir = _run_dir(local_dir)
         killer.armed = bool(run_dir) and _logged_by(run_dir, driver.pid)
-        if run_dir and _checkpoints(run_dir) and time.monotonic() - started >= kill_after_s:
+        if run_dir and _resumable_mid_run(run_dir, args.minutes * 60) and time.monotonic() - started >= kill_after_s:
             killer.seen.update(ray_tree(driver.pid))
             os.kill(driver.pid, signal.SIGKILL)
             driver.wait()
@@ -277,8 +291,10 @@ def _chaos_lives(algo: str, args: argparse.Namespace, rng: random.Random, killer
     lost = sampled - ledger["trained"] - ledger["queued"]
     # What the checkpoint resumed from had trained: the resumed driver's first books say so
     # (later rows may have restored again: the CLI continues from each checkpoint it saves).
-    life_1_pid = rows_1[0]["pid"]
-    trained_at_resume = next(r for r in rows if r["pid"] != life_1_pid)["info"]["sample_ledger"]["trained_at_restore"]
+    life_2 = [r for r in rows if r["pid"] != rows_1[0]["pid"]]
+    if not life_2:
+        raise RuntimeError(f"{algo}: the resumed run trained no iteration; see {log}")
+    trained_at_resume = life_2[0]["info"]["sample_ledger"]["trained_at_restore"]
     iterations = [r["training_iteration"] for r in rows]
     return {
         "algo": algo, "kind": "chaos", "run_dir": run_dir, "final_return": _final_return(rows),
