@@ -60,13 +60,50 @@ def test_counters_add_up_across_a_killed_worker(ray_session, tmp_path):
         after = {r["worker_index"]: r for r in trainer.workers.foreach_worker(lambda w: w.sample_counter.report())}
         assert after[1]["pid"] != dead["pid"]  # recreated: a new process, its counter from zero
         handed = dead["handed_env_steps"] + after[1]["handed_env_steps"] + after[2]["handed_env_steps"]
-        received = trainer.workers.received.received
-        assert sum(received.values()) == result["timesteps_total"]  # the driver trained what it received
+        ledger = trainer.workers.received
+        received = ledger.received
+        # The driver trained what it received, but for the health check's probe batch (dropped).
+        assert ledger.trained == result["timesteps_total"] == sum(received.values()) - ledger.dropped["health_probe"]
+        assert ledger.snapshot(trainer.samples_queued())["unaccounted"] == 0
         lost = trainer.workers.received.lost({1: {"handed_env_steps": dead["handed_env_steps"]
                                                   + after[1]["handed_env_steps"]}, 2: after[2]})
         assert handed == sum(received.values()) + sum(lost.values())
         # Worker 1 died idle: nothing of its own was lost. The survivor's batches of the round
         # that hit the dead worker were dropped with it (a synchronous round is all or nothing).
         assert lost[1] == 0 and lost[2] > 0, (lost, received, dead, after)
+    finally:
+        trainer.stop()
+
+
+def test_an_answer_fetched_before_a_dead_workers_error_is_not_lost(ray_session, tmp_path):
+    """`ready_results` fetches the finished answers one by one; when a dead worker's error
+    comes after a healthy worker's batch, the batch is handed out by the next call instead of
+    vanishing with the exception (it was sampled and would never be trained)."""
+    import signal
+    import time
+
+    from rlfleet.algorithms.ppo import PPOTrainer
+    from rlfleet.rollout.worker_calls import sample_once
+
+    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
+        "num_workers": 2, "num_cpus_per_worker": 0.25, "rollout_fragment_length": 25, "train_batch_size": 100,
+        "sgd_minibatch_size": 50, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}, "seed": 3})
+    workers = trainer.workers
+    try:
+        pid_2 = workers.foreach_worker(lambda w: w.sample_counter.pid)[2]
+        os.kill(pid_2, signal.SIGKILL)
+        while True:  # the kill lands asynchronously
+            try:
+                os.kill(pid_2, 0)
+                time.sleep(0.1)
+            except ProcessLookupError:
+                break
+        assert workers.submit_async(sample_once) == [1, 2]  # worker 1's request first
+        ray_session.wait(list(workers._in_flight), num_returns=2, timeout=60)  # both answered
+        with pytest.raises(ray_session.exceptions.RayError):
+            workers.ready_results(timeout_s=0)
+        assert workers.num_in_flight() == 1
+        [(index, batch)] = workers.ready_results(timeout_s=0)
+        assert index == 1 and batch.count == 25
     finally:
         trainer.stop()

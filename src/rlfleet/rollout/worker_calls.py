@@ -45,6 +45,10 @@ def sample_into(worker: RolloutWorker, process: Callable[[RolloutWorker, Any], A
     return batch.env_steps(), batch.agent_steps()
 
 
+def persist_sample_count(worker: RolloutWorker, folder: str) -> None:
+    worker.sample_counter.persist_to(folder)
+
+
 def health_probe(worker: RolloutWorker) -> int:
     # As RLlib 1.x: a worker is healthy if it can still sample (a dead process, or an
     # env that keeps raising, is not).

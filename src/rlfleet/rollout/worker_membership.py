@@ -16,7 +16,8 @@ from rlfleet.rollout.name_registries import NameRegistries
 from rlfleet.rollout.placement import bundle_is_placed, bundle_options, reserve_worker_group
 from rlfleet.rollout.policy_mapping import default_policy_mapping_fn
 from rlfleet.rollout.rollout_worker import RolloutWorker
-from rlfleet.rollout.worker_calls import actor_key, adopt_mapping, health_probe, noop, replay_policy_changes
+from rlfleet.rollout.worker_calls import (actor_key, adopt_mapping, health_probe, noop, persist_sample_count,
+                                          replay_policy_changes)
 from rlfleet.utils.ray_utils import init_ray, started_here
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,10 @@ class WorkerMembership:
         order = sorted(range(len(self._remote)), key=lambda k: self._remote_index[k])
         self._remote = [self._remote[k] for k in order]
         self._remote_index = [self._remote_index[k] for k in order]
+        if self.sample_ledger_dir:  # each worker's count outlives it (rollout/sample_counters.py)
+            # After the workers joined the set: one that dies here is found by the next health
+            # check, and none is left running outside the set.
+            ray.get([w.apply.remote(persist_sample_count, self.sample_ledger_dir) for w in new])
         return new
 
     def _wait_until_scheduled(self, warn_after_s: float = 30.0) -> None:
@@ -110,7 +115,10 @@ class WorkerMembership:
         healthy, failed = [], []
         for handle, index, ref in zip(self._remote, self._remote_index, checks):
             try:
-                ray.get(ref)
+                # The probe's batch is sampled and thrown away: received, then dropped.
+                probed = int(ray.get(ref))
+                self.received.record_steps(index, probed)
+                self.received.record_dropped("health_probe", probed)
                 healthy.append(handle)
             except ray.exceptions.RayError as e:
                 logger.warning("Removing unhealthy remote worker %d: %s", index, str(e).splitlines()[0])

@@ -49,18 +49,25 @@ class AsyncRequests:
                 trainer's fault tolerance takes over, see `rlfleet.fault_tolerance`).
         """
         self._forget_removed_requests()
+        # Answers fetched by a call that then hit a failed worker: theirs first.
+        out, self._answers_kept = self._answers_kept, []
         refs = list(self._in_flight)
         if not refs:
-            return []
+            return out
         ray = self._ray
-        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout_s)
+        ready, rest = ray.wait(refs, num_returns=1, timeout=0 if out else timeout_s)
         if ready and rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
-        out = []
         for ref in ready:
             _, index = self._in_flight.pop(ref)
-            out.append((index, ray.get(ref)))
+            try:
+                out.append((index, ray.get(ref)))
+            except Exception:
+                # The answers already fetched (from healthy workers) would be lost with the
+                # exception: the next call returns them.
+                self._answers_kept = out
+                raise
         return out
 
     # The name the sampling loops read best with.
@@ -69,7 +76,7 @@ class AsyncRequests:
     def num_in_flight(self) -> int:
         """Requests of `submit_async` sent and not yet returned by `ready_results`."""
         self._forget_removed_requests()
-        return len(self._in_flight)
+        return len(self._in_flight) + len(self._answers_kept)
 
     def _forget_removed_requests(self) -> None:
         live = {actor_key(h) for h in self._remote}

@@ -17,6 +17,8 @@ health check, replacement), `worker_requests` (asynchronous requests, helper act
 from __future__ import annotations
 
 import logging
+import os
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rlfleet.policy.sample_batch import SampleBatch
@@ -24,12 +26,13 @@ from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.placement import release_group
 from rlfleet.rollout.rollout_worker import RolloutWorker
-from rlfleet.rollout.sample_counters import ReceivedLedger
+from rlfleet.rollout.sample_counters import LEDGER_DIR_ENV, ReceivedLedger
 from rlfleet.rollout.worker_calls import (
     actor_key,
     env_spaces,
     episodes_only,
     metrics_and_perf,
+    persist_sample_count,
     replay_policy_changes,
     sample_rounds,
 )
@@ -62,6 +65,8 @@ class WorkerSet(WorkerMembership, AsyncRequests):
         self._remote_index: List[int] = []
         # Env steps received per worker index (the driver's side of the chaos benchmark's accounting).
         self.received = ReceivedLedger()
+        # Where each worker persists its sample count (None: nowhere); see `persist_sample_counts`.
+        self.sample_ledger_dir: Optional[str] = os.environ.get(LEDGER_DIR_ENV) or None
         self._remote_cls = None
         self._ray = None
         self._placement_group = None  # the initial workers' own group (placement_strategy), outside Tune
@@ -77,6 +82,7 @@ class WorkerSet(WorkerMembership, AsyncRequests):
         self._folded_fresh = False
         # Asynchronous requests in flight: object ref -> (actor key, worker index).
         self._in_flight: Dict[Any, Tuple[Any, int]] = {}
+        self._answers_kept: List[Tuple[int, Any]] = []  # see `ready_results`
         self._local: Optional[RolloutWorker] = None
         # add_policy / remove_policy calls, in order, replayed on workers started later.
         self._policy_changes: List[Tuple[str, Dict[str, Any]]] = []
@@ -105,6 +111,8 @@ class WorkerSet(WorkerMembership, AsyncRequests):
                 env_creator=local_env_creator, policy_class=policy_class, config=local_config,
                 worker_index=0, num_workers=num_workers, log_dir=logdir,
             )
+            if self.sample_ledger_dir:
+                self._local.sample_counter.persist_to(self.sample_ledger_dir)
         except BaseException:
             for handle in self._remote:  # do not leave actors behind
                 self._ray.kill(handle)
@@ -126,6 +134,13 @@ class WorkerSet(WorkerMembership, AsyncRequests):
 
     def num_remote_workers(self) -> int:
         return len(self._remote)
+
+    def persist_sample_counts(self, folder: str) -> None:
+        """Every worker, and every worker started later, appends its sample count to a file
+        in `folder` after each batch (`SampleCounter.persist_to`; read with
+        `rlfleet.rollout.sample_counters.read_persisted`)."""
+        self.sample_ledger_dir = folder
+        self.foreach_worker(partial(persist_sample_count, folder=folder))
 
     # --- calls on every worker -----------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list:

@@ -19,6 +19,9 @@ T = TypeVar("T")
 # How often one train() call recovers from remote worker failures before giving up (RLlib 1.x's
 # value: more failures in a row point to a persistent cluster problem, not a flaky worker).
 MAX_WORKER_FAILURE_RETRIES = 3
+# Failures one train() call recovers from at most, progress or not (a bound, so that workers
+# that keep dying after some progress cannot hold train() forever).
+MAX_WORKER_FAILURES_PER_CALL = 16
 
 
 class WorkerFailureError(RuntimeError):
@@ -66,14 +69,22 @@ class FailurePolicy:
 
 
 def run_with_recovery(attempt: Callable[[], T], config: dict, recover: Callable[[], None],
-                      undo: Callable[[], None]) -> T:
+                      undo: Callable[[], None], progress: Optional[Callable[[], int]] = None) -> T:
     """`attempt()`, run again after `undo()` and `recover()` each time a remote worker fails
-    in it, up to `MAX_WORKER_FAILURE_RETRIES` times.
+    in it, up to `MAX_WORKER_FAILURE_RETRIES` times in a row.
+
+    "In a row" means without progress in between: when `progress()` (e.g. the env steps
+    sampled so far) grew since the last failure, the workers recovered and trained before the
+    next one died, and the count starts again (under frequent preemptions each failure is a
+    new one, not a persistent fault). `MAX_WORKER_FAILURES_PER_CALL` bounds them all the same.
+    A worker that dies while `recover()` runs (e.g. a replacement killed as it starts) counts
+    as one more failure: the next attempt meets it, and the next recovery replaces it.
 
     Raises:
         WorkerFailureError: the config allows no recovery, or workers kept failing.
     """
-    for tries in range(1, 2 + MAX_WORKER_FAILURE_RETRIES):
+    in_a_row, last_progress = 0, progress() if progress is not None else None
+    for tries in range(1, 1 + MAX_WORKER_FAILURES_PER_CALL):
         try:
             return attempt()
         except Exception as e:
@@ -81,11 +92,22 @@ def run_with_recovery(attempt: Callable[[], T], config: dict, recover: Callable[
                 raise
             undo()
             FailurePolicy.from_config(config).check_tolerated("A remote worker", e)
-            logger.warning("A remote worker failed during train() (attempt %d of %d); recovering: %s",
-                           tries, 1 + MAX_WORKER_FAILURE_RETRIES, str(e).splitlines()[0])
-            recover()
-    raise WorkerFailureError(f"train() failed {1 + MAX_WORKER_FAILURE_RETRIES} times in a row because "
-                             "remote workers kept failing; see the warnings above")
+            now = progress() if progress is not None else None
+            in_a_row = 1 if now is not None and now != last_progress else in_a_row + 1
+            last_progress = now
+            if in_a_row >= 1 + MAX_WORKER_FAILURE_RETRIES:
+                break
+            logger.warning("A remote worker failed during train() (%d in a row, of %d allowed); recovering: %s",
+                           in_a_row, 1 + MAX_WORKER_FAILURE_RETRIES, str(e).splitlines()[0])
+            try:
+                recover()
+            except Exception as again:
+                if not is_worker_failure(again):
+                    raise
+                logger.warning("A remote worker failed while recovering; the next attempt recovers again: %s",
+                               str(again).splitlines()[0])
+    raise WorkerFailureError(f"train() failed {in_a_row} times in a row ({tries} in all) because remote workers kept "
+                             "failing; see the warnings above")
 
 
 def recover_workers(worker_sets: Sequence[Tuple[str, Optional[WorkerSet]]], config: dict,
@@ -106,4 +128,4 @@ def recover_workers(worker_sets: Sequence[Tuple[str, Optional[WorkerSet]]], conf
             worker_set.recreate_workers(failed, from_worker=from_worker, global_vars=global_vars)
 
 
-__all__ = ["FailurePolicy", "MAX_WORKER_FAILURE_RETRIES", "WorkerFailureError", "recover_workers", "run_with_recovery"]
+__all__ = ["FailurePolicy", "MAX_WORKER_FAILURE_RETRIES", "MAX_WORKER_FAILURES_PER_CALL", "WorkerFailureError", "recover_workers", "run_with_recovery"]

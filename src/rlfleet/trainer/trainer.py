@@ -231,14 +231,15 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         `timesteps_per_iteration` env steps) and returns the result dict.
 
         A remote worker that dies (or raises) during the iteration is handled as in
-        RLlib 1.x (`rllib/agents/trainer.py`), up to `MAX_WORKER_FAILURE_RETRIES` times per call: with
+        RLlib 1.x (`rllib/agents/trainer.py`), up to `MAX_WORKER_FAILURE_RETRIES` times in a row: with
         `recreate_failed_workers` it is replaced by a new worker with the current policies,
         policy mapping, weights and filters; with `ignore_worker_failures` it is dropped and
         training goes on with the others; with neither, `WorkerFailureError` is raised.
         """
         start, iteration_before = time.time(), self.iteration
         result = run_with_recovery(lambda: self._train_iteration(start), self.config, recover=self._try_recover,
-                                   undo=lambda: setattr(self, "iteration", iteration_before))
+                                   undo=lambda: self._undo_failed_iteration(iteration_before),
+                                   progress=lambda: self.counters["num_env_steps_sampled"])
         if self.config.get("env_task_fn") is not None:
             # Curricula: every sub-env of every rollout worker gets its next task.
             self.workers.foreach_env_with_context(partial(apply_env_task_fn, self.config["env_task_fn"], result))
@@ -273,6 +274,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
         min_steps = int(self.config.get("timesteps_per_iteration") or 0)
         while True:
             learner_info = self.training_step()
+            self._account_trained_step()
             steps = self.counters["num_env_steps_sampled"] - sampled_before
             if (time.time() - start >= min_time and steps >= min_steps) or self.steps_left() == 0:
                 return learner_info, steps
@@ -314,7 +316,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
             agent_timesteps_total=self.counters["num_agent_steps_sampled"],
             training_iteration=self.iteration,
             num_healthy_workers=self.workers.num_remote_workers(),
-            info={"learner": learner_info, **self.counters},
+            info={"learner": learner_info, **self.counters, "sample_ledger": self.sample_ledger()},
             sampler_perf=merge_perf(perfs),
             date=now.strftime("%Y-%m-%d_%H-%M-%S"),
             timestamp=int(now.timestamp()),

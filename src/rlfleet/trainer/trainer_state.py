@@ -12,6 +12,7 @@ import os
 import secrets
 from typing import Any, Dict, Optional
 
+from rlfleet.trainer.fault_tolerance import run_with_recovery
 from rlfleet.utils.safe_files import CheckpointError
 from rlfleet.utils.seeding import derive_seed
 
@@ -36,6 +37,7 @@ class TrainerState:
             "time_total_s": float(self._time_total),
             "resume_seed": derive_seed(seed, "resume", self.iteration) if seed is not None else secrets.randbits(63),
             "worker": self.workers.local_worker().get_state(),
+            "sample_ledger": self.workers.received.get_state(self.samples_queued()),
         }
         callbacks_state = self.callbacks.get_state()
         if callbacks_state:  # e.g. a self-play league's snapshots (rlfleet/league)
@@ -63,6 +65,39 @@ class TrainerState:
         self.counters.update({k: int(v) for k, v in (state.get("counters") or {}).items()})
         self._episodes.reset(total=int(state.get("episodes_total", 0)))
         self._time_total = float(state.get("time_total_s", 0.0))
+        if "sample_ledger" in state:  # absent from checkpoints written before it existed
+            self.workers.received.set_state(state["sample_ledger"])
+
+    # --- sample accounting (rlfleet/rollout/sample_counters.py) --------------------------
+    # Trainers whose learner takes samples in its own time (a learner thread, replay shards)
+    # record what it trained themselves; for the others a finished training step has learned
+    # on (or stored) every step the driver received during it.
+    records_own_training = False
+
+    def samples_queued(self) -> int:
+        """Env steps the driver received and has not trained on yet (0: none are kept
+        between training steps)."""
+        return 0
+
+    def sample_ledger(self) -> Dict[str, Any]:
+        """The driver's sample books (`ReceivedLedger.snapshot`): received, trained, queued,
+        dropped; reported as `info/sample_ledger` every iteration."""
+        return self.workers.received.snapshot(self.samples_queued())
+
+    def _untrained(self) -> int:
+        ledger = self.workers.received
+        return ledger.total_received() - ledger.trained - sum(ledger.dropped.values())
+
+    def _account_trained_step(self) -> None:
+        if not self.records_own_training:
+            self.workers.received.record_trained(self._untrained())
+
+    def _undo_failed_iteration(self, iteration_before: int) -> None:
+        """A remote worker failed during the iteration, which runs again: the steps a cut-off
+        synchronous training step had received are dropped."""
+        self.iteration = iteration_before
+        if not self.records_own_training:
+            self.workers.received.record_dropped("worker_failure", self._untrained())
 
     def _check_state_fits(self, state: Dict[str, Any]) -> None:
         algo = state.get("algorithm")
@@ -92,7 +127,10 @@ class TrainerState:
 
         path = save_trainer(self, checkpoint_dir, keep_checkpoints_num)
         if continue_from_checkpoint:
-            self.set_state(trainer_state(read_checkpoint(path)))
+            state = trainer_state(read_checkpoint(path))
+            # Every worker takes the state; one that died meanwhile is replaced (or dropped) as
+            # in train(), and the state applied again, instead of ending the run at a checkpoint.
+            run_with_recovery(lambda: self.set_state(state), self.config, recover=self._try_recover, undo=lambda: None)
         return path
 
     def restore(self, checkpoint_path: Any) -> None:

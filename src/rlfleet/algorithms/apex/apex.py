@@ -121,6 +121,10 @@ class ApexTrainer(LearnerLock, DQNTrainer):
     # What a worker makes of its samples for the shards (a module-level function: it is
     # shipped to the remote workers); APEX_R2D2 stores sequences instead.
     worker_side_items = staticmethod(worker_side_transitions)
+    # The sample ledger (rollout/sample_counters.py): a worker answers after its batch went to
+    # a shard, so what the driver hears of is stored (Ape-X's "trained"; rows evicted unreplayed
+    # count as stored, not lost).
+    records_own_training = True
 
     def validate_algorithm_config(self, config: dict) -> None:
         fold_reference_optimizer(config, self._default_config)
@@ -193,6 +197,8 @@ class ApexTrainer(LearnerLock, DQNTrainer):
         sampled = 0
         for index, (env_steps, agent_steps) in pool.ready_results(timeout_s=0.05):
             self.count_sampled(env_steps, agent_steps)
+            self.workers.received.record_steps(index, env_steps)
+            self.workers.received.record_trained(env_steps)
             sampled += env_steps
             # === sync: newest weights to a worker every max_weight_sync_delay of its steps ===
             self._since_sync[index] += env_steps

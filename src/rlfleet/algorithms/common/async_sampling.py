@@ -66,6 +66,10 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
     """A trainer with IMPALA's data flow; subclasses set the policy and keys and may override
     `learn_on_policy_batch`."""
 
+    # The sample ledger (rollout/sample_counters.py): received when a batch arrives, trained
+    # when the learner has learned on it once (replayed copies are not fresh samples).
+    records_own_training = True
+
     def setup(self, config: dict) -> None:
         # Reentrant, so that state reads inside `learner_paused()` take it again.
         self._lock = threading.RLock()
@@ -75,7 +79,9 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
         self.pool = worker_pool(self.workers, self._lock)
         self._replay = MixInReplay(config["replay_buffer_num_slots"], config["replay_proportion"],
                                    np.random.default_rng(config.get("seed")))
-        self._pending: List[Tuple[Any, int]] = []  # (sample batch, weights version) waiting for a train batch
+        # (sample batch, weights version, fresh env steps: 0 for a replayed copy) waiting for a train batch
+        self._pending: List[Tuple[Any, int, int]] = []
+        self._enqueued_fresh = 0  # fresh env steps put on the learner queue so far
         self._pending_steps = 0
         self._request_versions: Dict[int, Deque[int]] = collections.defaultdict(collections.deque)
         self._since_broadcast: Dict[int, int] = collections.defaultdict(int)
@@ -112,15 +118,16 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
         # === queue train batches for the learner ===
         for index, batch, version in arrived:
             self.count_sampled(batch.env_steps(), batch.agent_steps())
-            for part in self._replay.add_and_replay(batch):
-                self._pending.append((part, version))
+            self.workers.received.record(index, batch)
+            for n, part in enumerate(self._replay.add_and_replay(batch)):  # the new batch first
+                self._pending.append((part, version, part.env_steps() if n == 0 else 0))
                 self._pending_steps += part.env_steps()
             if self._pending_steps >= cfg["train_batch_size"]:
                 reported = self.learner.updates_reported
-                self._enqueue(SampleBatch.concat_samples([b for b, _ in self._pending])
-                              if all(isinstance(b, SampleBatch) for b, _ in self._pending)
-                              else MultiAgentBatch.concat_samples([_multi(b) for b, _ in self._pending]),
-                              min(v for _, v in self._pending))
+                self._enqueue(SampleBatch.concat_samples([b for b, _, _ in self._pending])
+                              if all(isinstance(b, SampleBatch) for b, _, _ in self._pending)
+                              else MultiAgentBatch.concat_samples([_multi(b) for b, _, _ in self._pending]),
+                              min(v for _, v, _ in self._pending), sum(f for _, _, f in self._pending))
                 self._pending, self._pending_steps = [], 0
                 if pool.in_process:  # the worker acts with the learner's model: they take turns
                     self._wait_for_learner(reported)
@@ -142,12 +149,13 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
         versions = self._request_versions[index]
         return versions.popleft() if versions else self._acting_version(index)
 
-    def _enqueue(self, train_batch: Any, version: int) -> None:
+    def _enqueue(self, train_batch: Any, version: int, fresh: int) -> None:
         # Waits while the queue is full (back pressure), but not on a learner that died.
         while True:
             self._raise_learner_error()
             try:
-                self.learner.inqueue.put((train_batch, version), timeout=1.0)
+                self.learner.inqueue.put((train_batch, version, fresh), timeout=1.0)
+                self._enqueued_fresh += fresh
                 return
             except queue.Full:
                 self._drain_learner()
@@ -171,17 +179,29 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
 
     def _drain_learner(self) -> None:
         self._raise_learner_error()
+        self._take_learner_outputs()
+        self.pool.share_global_vars(self._global_vars())
+
+    def _take_learner_outputs(self) -> None:
         while True:
             try:
-                env_steps, agent_steps, lag, info = self.learner.outqueue.get_nowait()
+                env_steps, agent_steps, lag, info, fresh = self.learner.outqueue.get_nowait()
             except queue.Empty:
                 break
+            self.workers.received.record_trained(fresh)
             self.counters["num_env_steps_trained"] += env_steps
             self.counters["num_agent_steps_trained"] += agent_steps
             self._trained_this_iter += env_steps
             self._lags.append(lag)
             self._learner_info = info
-        self.pool.share_global_vars(self._global_vars())
+
+    def samples_queued(self) -> int:
+        # Waiting for a train batch, plus put on the learner queue and not learned on yet
+        # (the learner reports each update under the lock, so under it this is exact).
+        with self._lock:
+            self._take_learner_outputs()
+            learner_side = self._enqueued_fresh - self.workers.received.trained + self.workers.received.trained_at_restore
+            return sum(f for _, _, f in self._pending) + learner_side
 
     def _raise_learner_error(self) -> None:
         if self.learner.error is not None:
@@ -216,14 +236,23 @@ class AsyncSamplingTrainer(LearnerLock, Trainer):
         self._weights_ref = (-1, None)  # the next broadcast puts the new weights
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        # Batches sampled before the restore are not learned on.
-        self._pending, self._pending_steps = [], 0
-        while True:
-            try:
-                self.learner.inqueue.get_nowait()
-            except queue.Empty:
-                break
+        with self._lock:
+            while True:  # updates made before the restore: not in the restored books
+                try:
+                    self.learner.outqueue.get_nowait()
+                except queue.Empty:
+                    break
+            super().set_state(state)
+            # Batches sampled before the restore are not learned on (the restored ledger
+            # starts from the checkpoint's books, so they are not in it).
+            self._pending, self._pending_steps = [], 0
+            while True:
+                try:
+                    self.learner.inqueue.get_nowait()
+                except queue.Empty:
+                    break
+            self._enqueued_fresh = 0
+            self.workers.received.trained_at_restore = self.workers.received.trained
 
     def stop(self) -> None:
         self.learner.stop()

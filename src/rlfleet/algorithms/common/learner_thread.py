@@ -18,9 +18,11 @@ class MinibatchBuffer:
         self.buffers: List[Any] = [None] * int(size)
         self.ttl = [0] * int(size)
         self.idx = 0
+        self.first_pass = False
 
     def get(self) -> Tuple[Any, bool]:
-        """`(item, released)`: released is True on the item's last pass.
+        """`(item, released)`: released is True on the item's last pass (`first_pass`
+        says whether it was the item's first).
 
         Raises:
             queue.Empty: nothing came within `timeout` seconds.
@@ -29,6 +31,7 @@ class MinibatchBuffer:
             self.buffers[self.idx] = self.inqueue.get(timeout=self.timeout)
             self.ttl[self.idx] = self.num_passes
         self.ttl[self.idx] -= 1
+        self.first_pass = self.ttl[self.idx] == self.num_passes - 1
         item, released = self.buffers[self.idx], self.ttl[self.idx] <= 0
         if released:
             self.buffers[self.idx] = None
@@ -38,7 +41,9 @@ class MinibatchBuffer:
 
 
 class LearnerThread(threading.Thread):
-    """Learns on the train batches put on `inqueue` as `(batch, weights_version)`.
+    """Learns on the train batches put on `inqueue` as `(batch, weights_version)` or
+    `(batch, weights_version, fresh_env_steps)`; puts `(env_steps, agent_steps, policy lag,
+    info, fresh env steps learned on for the first time)` on `outqueue` after each update.
 
     Args:
         learn: `train batch -> {policy_id: learner info}` (called under `lock`).
@@ -83,16 +88,18 @@ class LearnerThread(threading.Thread):
 
     def step(self) -> None:
         self.queue_sizes.append(self.inqueue.qsize())
-        (batch, sampled_version), _ = self.minibatch_buffer.get()
+        (batch, sampled_version, *fresh), _ = self.minibatch_buffer.get()
         if batch is None:  # stop() wakes the thread with a None
             return
+        fresh = (fresh[0] if fresh else batch.env_steps()) if self.minibatch_buffer.first_pass else 0
         start = time.perf_counter()
         with self.lock:
             info = self.learn(batch)
             lag = self.version - sampled_version
             self.version += 1
+            # Under the lock: whoever reads the weights under it sees this update reported.
+            self.outqueue.put((batch.env_steps(), batch.agent_steps(), lag, info, fresh))
         self.learn_time_s += time.perf_counter() - start
-        self.outqueue.put((batch.env_steps(), batch.agent_steps(), lag, info))
         with self.updated:
             self.updates_reported += 1
             self.updated.notify_all()
