@@ -40,10 +40,12 @@ from typing import Any, Dict, List
 from rlfleet.algorithms.common.off_policy import OffPolicyTrainer
 from rlfleet.algorithms.common.replay_keys import replay_keys
 from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
+from rlfleet.algorithms.slateq.exploration import SlateEpsilonGreedy
 from rlfleet.algorithms.slateq.slateq_model import SLATE_SELECTIONS
 from rlfleet.algorithms.slateq.slateq_policy import NEXT_ACTIONS, SlateQTorchPolicy
 from rlfleet.config import (ConfigKey, algorithm_config, boolean, int_at_least, number_above, number_in, one_of,
                             optional, override, positive_int_list, schedule)
+from rlfleet.exploration.stochastic_sampling import resolve_exploration_class
 from rlfleet.policy.sample_batch import SampleBatch
 from rlfleet.replay import TRANSITION_COLUMNS, n_step_transitions
 
@@ -102,6 +104,10 @@ class SlateQTrainer(OffPolicyTrainer):
         if config["n_step"] != 1:
             raise ValueError(f"SlateQ needs 'n_step': 1 (got {config['n_step']!r}): the decomposed update "
                              "learns the value of the item picked at one step")
+        kind = config["exploration_config"].get("type")
+        if not issubclass(resolve_exploration_class(kind), SlateEpsilonGreedy):
+            raise ValueError(f"SlateQ explores with exploration_config.type 'SlateEpsilonGreedy' (a slate of distinct "
+                             f"random documents), got {kind!r}; drop 'type' to keep it")
 
     def replay_items(self, policy_id: str, batch: SampleBatch, gamma: float) -> SampleBatch:
         """One-step transitions, with the next slate shown for SARSA."""
