@@ -15,19 +15,21 @@ first candidates for both), SlateQ without exploration. The must-show: SlateQ's 
 engagement beats the baseline's by at least `--margin` (relative) on every seed.
 
     python benchmarks/slateq.py --seeds 0 1 2
+    python benchmarks/slateq.py --seeds 0 --override '{"slateq_strategy": "MYOP"}'
 
 Measured figures are in docs/benchmarks.md ("SlateQ: long-run engagement against a greedy recommender").
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, Tuple
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,20 +44,21 @@ from rlfleet.env.examples.interest_evolution import InterestEvolutionEnv  # noqa
 TUNED_EXAMPLE = ROOT / "tuned_examples" / "slateq" / "interest-evolution-slateq.yaml"
 
 
-def session_returns(policy: Callable[[InterestEvolutionEnv, dict], np.ndarray], env_config: Dict, seed: int,
-                    episodes: int) -> List[float]:
-    """Engagement (clicks) of `episodes` sessions, session i from `reset(seed=10_000 * (seed + 1) + i)`."""
+def sessions(policy: Callable[[InterestEvolutionEnv, dict], np.ndarray], env_config: Dict, seed: int,
+             episodes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(engagement, length) of `episodes` sessions, session i from `reset(seed=10_000 * (seed + 1) + i)`."""
     env = InterestEvolutionEnv(dict(env_config))
-    returns = []
+    returns, lengths = [], []
     for i in range(episodes):
         obs, _ = env.reset(seed=10_000 * (seed + 1) + i)
-        total, done = 0.0, False
+        total, steps, done = 0.0, 0, False
         while not done:
             obs, reward, terminated, truncated, _ = env.step(policy(env, obs))
-            total += reward
+            total, steps = total + reward, steps + 1
             done = terminated or truncated
         returns.append(total)
-    return returns
+        lengths.append(steps)
+    return np.asarray(returns), np.asarray(lengths)
 
 
 def run_seed(seed: int, experiment: Dict, timesteps: int, episodes: int, logdir: str) -> Dict:
@@ -66,12 +69,13 @@ def run_seed(seed: int, experiment: Dict, timesteps: int, episodes: int, logdir:
         pass
     train_s = time.perf_counter() - start
     env_config = config.get("env_config", {})
-    slateq = session_returns(lambda env, obs: trainer.compute_single_action(obs, explore=False), env_config,
-                             seed, episodes)
-    greedy = session_returns(lambda env, obs: env.greedy_slate(), env_config, seed, episodes)
+    slateq, slateq_len = sessions(lambda env, obs: trainer.compute_single_action(obs, explore=False), env_config,
+                                  seed, episodes)
+    greedy, greedy_len = sessions(lambda env, obs: env.greedy_slate(), env_config, seed, episodes)
     trainer.stop()
-    return {"seed": seed, "slateq": float(np.mean(slateq)), "greedy": float(np.mean(greedy)),
-            "slateq_se": float(np.std(slateq) / np.sqrt(episodes)), "greedy_se": float(np.std(greedy) / np.sqrt(episodes)),
+    se = lambda x: float(np.std(x) / np.sqrt(len(x)))  # noqa: E731
+    return {"seed": seed, "slateq": float(slateq.mean()), "greedy": float(greedy.mean()), "slateq_se": se(slateq),
+            "greedy_se": se(greedy), "slateq_len": float(slateq_len.mean()), "greedy_len": float(greedy_len.mean()),
             "train_s": train_s}
 
 
@@ -80,10 +84,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--timesteps", type=int, default=20_000, help="SlateQ's training env steps per seed")
     parser.add_argument("--episodes", type=int, default=500, help="evaluation sessions per policy and seed")
+    parser.add_argument("--override", default="{}", help="JSON overrides of the tuned example's config, e.g. "
+                        "'{\"slateq_strategy\": \"MYOP\"}' (immediate engagement only: the learned myopic recommender)")
     parser.add_argument("--margin", type=float, default=0.5,
                         help="the relative margin SlateQ must beat the greedy baseline by on every seed")
     args = parser.parse_args()
     experiment = next(iter(yaml.safe_load(TUNED_EXAMPLE.read_text()).values()))
+    experiment["config"].update(json.loads(args.override))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
@@ -91,14 +98,16 @@ def main() -> None:
             r = rows[-1]
             print(f"# seed {seed}: SlateQ {r['slateq']:.2f}, greedy {r['greedy']:.2f} ({r['train_s']:.0f} s)", flush=True)
     print(f"\n{args.episodes} sessions per policy and seed, SlateQ trained {args.timesteps} env steps\n")
-    print("| seed | SlateQ engagement | greedy engagement | margin (SlateQ / greedy - 1) | train s |")
-    print("|---|---|---|---|---|")
+    print("| seed | SlateQ engagement | greedy engagement | margin (SlateQ / greedy - 1) | session length SlateQ "
+          "/ greedy | train s |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         r["margin"] = r["slateq"] / r["greedy"] - 1.0
         print(f"| {r['seed']} | {r['slateq']:.2f} ± {r['slateq_se']:.2f} | {r['greedy']:.2f} ± {r['greedy_se']:.2f} "
-              f"| {r['margin']:+.0%} | {r['train_s']:.0f} |")
-    med = {k: statistics.median(r[k] for r in rows) for k in ("slateq", "greedy", "margin")}
-    print(f"| median | {med['slateq']:.2f} | {med['greedy']:.2f} | {med['margin']:+.0%} | |")
+              f"| {r['margin']:+.0%} | {r['slateq_len']:.1f} / {r['greedy_len']:.1f} | {r['train_s']:.0f} |")
+    med = {k: statistics.median(r[k] for r in rows) for k in ("slateq", "greedy", "margin", "slateq_len", "greedy_len")}
+    print(f"| median | {med['slateq']:.2f} | {med['greedy']:.2f} | {med['margin']:+.0%} | "
+          f"{med['slateq_len']:.1f} / {med['greedy_len']:.1f} | |")
     wins = sum(r["margin"] >= args.margin for r in rows)
     print(f"\nSlateQ beats greedy by >= {args.margin:.0%} on {wins} of {len(rows)} seeds")
     sys.exit(0 if wins == len(rows) else 1)

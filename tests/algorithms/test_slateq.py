@@ -142,10 +142,23 @@ def test_each_strategy_trains_and_acts_with_valid_slates(strategy, tmp_path):
             info = result["info"]["learner"]["default_policy"]
             assert np.isfinite(info["learner_stats"]["q_loss"]) and np.isfinite(info["learner_stats"]["choice_loss"])
             assert info["fast_path"] == "torch" and "no NumPy learner" in info["fast_path_reason"]
+            assert info["fast_path_actor"] == "torch"
         env = InterestEvolutionEnv({"seed": 3})
         obs, _ = env.reset()
         slate = trainer.compute_single_action(obs, explore=False)
         assert env.action_space.contains(slate) and len(set(slate.tolist())) == 2
+    finally:
+        trainer.stop()
+
+
+def test_prioritized_replay_takes_the_td_errors_of_the_picked_items(tmp_path):
+    trainer = _trainer(tmp_path, prioritized_replay=True)
+    try:
+        for _ in range(2):
+            result = trainer.train()
+        assert result["info"]["num_agent_steps_trained"] > 0
+        priorities = trainer.local_replay_buffer.get_state()
+        assert any(np.ptp(v) > 0 for k, v in priorities.items() if "priorit" in k), sorted(priorities)
     finally:
         trainer.stop()
 
@@ -246,6 +259,7 @@ class _DiscreteDictEnv(gym.Env):
     (ENV, {"exploration_config": {"type": "EpsilonGreedy"}}, "SlateEpsilonGreedy"),
     (ENV, {"env_config": {"num_candidates": 40, "slate_size": 5}}, "'slate_selection' to 'greedy'"),
     (ENV, {"slateq_strategy": "DQN"}, "slateq_strategy"),
+    (ENV, {"fast_path": "require"}, "fast_path='require', but the NumPy learner cannot serve SlateQTorchPolicy"),
 ])
 def test_unsupported_spaces_and_settings_are_refused_by_name(env, overrides, match, tmp_path):
     with pytest.raises(ValueError, match=match):

@@ -44,12 +44,17 @@ class ObsLayout:
 
     def __init__(self, obs_space: gym.Space, action_space: gym.Space):
         original = getattr(obs_space, "original_space", obs_space)
+        if not isinstance(action_space, gym.spaces.MultiDiscrete):
+            raise ValueError(f"SlateQ needs a MultiDiscrete([num_candidates] * slate_size) action space (a slate of "
+                             f"distinct candidate indices), as in rlfleet.env.examples.interest_evolution; "
+                             f"got {action_space}")
         needed = ("user", "doc", "response")
         if not isinstance(original, gym.spaces.Dict) or any(k not in original.spaces for k in needed):
             raise ValueError(
                 f"SlateQ needs a Dict observation with 'user' (a Box vector), 'doc' (a Box [num_candidates, "
                 f"doc_dim]) and 'response' (a Box [slate_size, >= 1] whose first column is 1 where the user clicked), "
-                f"as in rlfleet.env.examples.interest_evolution; got {original}")
+                f"as in rlfleet.env.examples.interest_evolution; got {action_space} actions with {original} "
+                f"observations")
         user, doc, response = (original.spaces[k] for k in needed)
         if not (isinstance(user, gym.spaces.Box) and len(user.shape) == 1 and isinstance(doc, gym.spaces.Box)
                 and len(doc.shape) == 2 and isinstance(response, gym.spaces.Box) and len(response.shape) == 2):
