@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, Tuple
+from typing import Dict
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,26 +39,9 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 from rlfleet.algorithms.slateq import SlateQTrainer  # noqa: E402
-from rlfleet.env.examples.interest_evolution import InterestEvolutionEnv  # noqa: E402
+from rlfleet.env.examples.interest_evolution import play_sessions  # noqa: E402
 
 TUNED_EXAMPLE = ROOT / "tuned_examples" / "slateq" / "interest-evolution-slateq.yaml"
-
-
-def sessions(policy: Callable[[InterestEvolutionEnv, dict], np.ndarray], env_config: Dict, seed: int,
-             episodes: int) -> Tuple[np.ndarray, np.ndarray]:
-    """(engagement, length) of `episodes` sessions, session i from `reset(seed=10_000 * (seed + 1) + i)`."""
-    env = InterestEvolutionEnv(dict(env_config))
-    returns, lengths = [], []
-    for i in range(episodes):
-        obs, _ = env.reset(seed=10_000 * (seed + 1) + i)
-        total, steps, done = 0.0, 0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy(env, obs))
-            total, steps = total + reward, steps + 1
-            done = terminated or truncated
-        returns.append(total)
-        lengths.append(steps)
-    return np.asarray(returns), np.asarray(lengths)
 
 
 def run_seed(seed: int, experiment: Dict, timesteps: int, episodes: int, logdir: str) -> Dict:
@@ -69,9 +52,10 @@ def run_seed(seed: int, experiment: Dict, timesteps: int, episodes: int, logdir:
         pass
     train_s = time.perf_counter() - start
     env_config = config.get("env_config", {})
-    slateq, slateq_len = sessions(lambda env, obs: trainer.compute_single_action(obs, explore=False), env_config,
-                                  seed, episodes)
-    greedy, greedy_len = sessions(lambda env, obs: env.greedy_slate(), env_config, seed, episodes)
+    first = 10_000 * (seed + 1)
+    slateq, slateq_len = play_sessions(lambda env, obs: trainer.compute_single_action(obs, explore=False),
+                                       env_config, first, episodes)
+    greedy, greedy_len = play_sessions(lambda env, obs: env.greedy_slate(), env_config, first, episodes)
     trainer.stop()
     se = lambda x: float(np.std(x) / np.sqrt(len(x)))  # noqa: E731
     return {"seed": seed, "slateq": float(slateq.mean()), "greedy": float(greedy.mean()), "slateq_se": se(slateq),
@@ -96,7 +80,8 @@ def main() -> None:
         for seed in args.seeds:
             rows.append(run_seed(seed, experiment, args.timesteps, args.episodes, os.path.join(tmp, str(seed))))
             r = rows[-1]
-            print(f"# seed {seed}: SlateQ {r['slateq']:.2f}, greedy {r['greedy']:.2f} ({r['train_s']:.0f} s)", flush=True)
+            print(f"# seed {seed}: SlateQ {r['slateq']:.2f}, greedy {r['greedy']:.2f} ({r['train_s']:.0f} s)",
+                  flush=True)
     print(f"\n{args.episodes} sessions per policy and seed, SlateQ trained {args.timesteps} env steps\n")
     print("| seed | SlateQ engagement | greedy engagement | margin (SlateQ / greedy - 1) | session length SlateQ "
           "/ greedy | train s |")

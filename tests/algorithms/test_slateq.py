@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from rlfleet.algorithms.slateq import SLATEQ_STRATEGIES, SlateQTrainer, best_slates, slate_values
-from rlfleet.env.examples.interest_evolution import InterestEvolutionEnv
+from rlfleet.algorithms.slateq import SlateQTrainer, best_slates, slate_values
+from rlfleet.algorithms.slateq.slateq import SLATEQ_STRATEGIES
+from rlfleet.env.examples.interest_evolution import InterestEvolutionEnv, play_sessions
+from tests.algorithm_cases import ActionSpaceEnv
 from tests.off_policy_helpers import assert_resumes_bit_identically
 
 ENV = "rlfleet.env.examples.interest_evolution:InterestEvolutionEnv"
@@ -223,6 +225,28 @@ def test_export_is_the_greedy_slate_search(tmp_path):
 
 
 @pytest.mark.slow
+def test_learns_past_the_greedy_recommender_with_the_greedy_slate_search(tmp_path):
+    """Settings and an env no tuned example uses: 3 of 8 candidates, the paper's greedy slate
+    search, seed 7. 10k env steps (~15-70 s on 2 busy cores); measured 10.0 against 6.7."""
+    env_config = {"num_candidates": 8, "slate_size": 3}
+    trainer = _trainer(tmp_path, seed=7, env_config=env_config, slate_selection="greedy", learning_starts=1000,
+                       target_network_update_freq=500, lr=1e-3, gamma=0.95, fcnet_hiddens_per_candidate=[64, 32],
+                       timesteps_per_iteration=1000, exploration_config={"warmup_timesteps": 1000,
+                                                                         "epsilon_timesteps": 6000,
+                                                                         "final_epsilon": 0.02})
+    try:
+        while trainer.train()["timesteps_total"] < 10_000:
+            pass
+        slateq, slateq_len = play_sessions(lambda env, obs: trainer.compute_single_action(obs, explore=False),
+                                           env_config, 7_000, 200)
+        greedy, greedy_len = play_sessions(lambda env, obs: env.greedy_slate(), env_config, 7_000, 200)
+        assert slateq.mean() > 1.3 * greedy.mean() and slateq_len.mean() > greedy_len.mean(), (
+            slateq.mean(), greedy.mean())
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.slow
 def test_remote_workers_sample_and_learn(ray_session, tmp_path):
     trainer = _trainer(tmp_path, num_workers=2, timesteps_per_iteration=64)
     try:
@@ -253,8 +277,10 @@ class _DiscreteDictEnv(gym.Env):
 
 
 @pytest.mark.parametrize("env, overrides, match", [
-    ("CartPole-v1", {}, "needs a Dict observation with 'user'"),
+    ("CartPole-v1", {}, r"needs a MultiDiscrete\(\[num_candidates\] \* slate_size\) action space .* got Discrete"),
     (_DiscreteDictEnv, {}, r"MultiDiscrete\(\[num_candidates\] \* slate_size\)"),
+    (ActionSpaceEnv, {"env_config": {"action_space": gym.spaces.MultiDiscrete([3, 3])}},
+     "needs a Dict observation with 'user'"),
     (ENV, {"n_step": 3}, "'n_step': 1"),
     (ENV, {"exploration_config": {"type": "EpsilonGreedy"}}, "SlateEpsilonGreedy"),
     (ENV, {"env_config": {"num_candidates": 40, "slate_size": 5}}, "'slate_selection' to 'greedy'"),

@@ -11,7 +11,7 @@ from rlfleet.algorithms.common.sampling import synchronous_parallel_sample
 from rlfleet.algorithms.slateq.exploration import SlateEpsilonGreedy
 from rlfleet.algorithms.slateq.slateq_model import SLATE_SELECTIONS
 from rlfleet.algorithms.slateq.slateq_policy import NEXT_ACTIONS, SlateQTorchPolicy
-from rlfleet.config import (ConfigKey, algorithm_config, boolean, int_at_least, number_above, number_in, one_of,
+from rlfleet.config import (ConfigKey, algorithm_config, boolean, number_above, number_in, one_of,
                             optional, override, positive_int_list, schedule)
 from rlfleet.exploration.stochastic_sampling import resolve_exploration_class
 from rlfleet.policy.sample_batch import SampleBatch

@@ -59,7 +59,8 @@ class ObsLayout:
         if not (isinstance(user, gym.spaces.Box) and len(user.shape) == 1 and isinstance(doc, gym.spaces.Box)
                 and len(doc.shape) == 2 and isinstance(response, gym.spaces.Box) and len(response.shape) == 2):
             raise ValueError(f"SlateQ needs 'user' a 1-D Box, 'doc' a 2-D Box [num_candidates, doc_dim] and "
-                             f"'response' a 2-D Box [slate_size, >= 1]; got user {user}, doc {doc}, response {response}")
+                             f"'response' a 2-D Box [slate_size, >= 1]; got user {user}, doc {doc}, "
+                             f"response {response}")
         self.num_candidates, self.doc_dim = (int(n) for n in doc.shape)
         self.user_dim = int(user.shape[0])
         nvec = getattr(action_space, "nvec", None)

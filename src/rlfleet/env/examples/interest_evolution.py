@@ -32,7 +32,7 @@ distinct.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -157,3 +157,30 @@ class InterestEvolutionEnv(gym.Env):
         self._new_candidates()
         info = {"clicked": choice if choice < self.slate_size else -1}
         return self._obs(response), reward, bool(terminated), bool(truncated), info
+
+
+def play_sessions(policy: Callable[[InterestEvolutionEnv, Dict[str, np.ndarray]], Any], env_config: Dict[str, Any],
+                  first_seed: int, episodes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Plays `episodes` sessions, session i from `reset(seed=first_seed + i)` (so two policies
+    played with one `first_seed` meet the same users and first candidates).
+
+    Args:
+        policy: `(env, observation) -> slate`; the env is passed so that an oracle such as
+            `env.greedy_slate()` can read the true user model.
+        env_config: the env's config (without `seed`).
+        first_seed, episodes: which sessions.
+
+    Returns:
+        `(engagement [episodes], session lengths [episodes])`.
+    """
+    env = InterestEvolutionEnv(dict(env_config))
+    returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
+    for i in range(episodes):
+        obs, _ = env.reset(seed=first_seed + i)
+        done = False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(policy(env, obs))
+            returns[i] += reward
+            lengths[i] += 1
+            done = terminated or truncated
+    return returns, lengths
