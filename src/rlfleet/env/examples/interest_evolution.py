@@ -83,7 +83,8 @@ class InterestEvolutionEnv(gym.Env):
             "response": gym.spaces.Box(0.0, np.inf, (self.slate_size, 2), np.float32),
         })
         self.action_space = gym.spaces.MultiDiscrete([self.num_candidates] * self.slate_size)
-        self.rng = np.random.default_rng(seed)
+        if seed is not None:  # Gymnasium's generator (self.np_random), seeded as reset(seed=...) seeds it
+            super().reset(seed=seed)
         self.interests = np.zeros(self.num_topics)
         self.budget, self.t = 0.0, 0
         self.topics = np.zeros(self.num_candidates, np.int64)
@@ -113,8 +114,8 @@ class InterestEvolutionEnv(gym.Env):
 
     # --- gym API -----------------------------------------------------------------------
     def _new_candidates(self) -> None:
-        self.topics = self.rng.integers(self.num_topics, size=self.num_candidates)
-        self.quality = self.rng.uniform(-1.0, 1.0, self.num_candidates)
+        self.topics = self.np_random.integers(self.num_topics, size=self.num_candidates)
+        self.quality = self.np_random.uniform(-1.0, 1.0, self.num_candidates)
 
     def _obs(self, response: np.ndarray) -> Dict[str, np.ndarray]:
         user = np.append(self.interests, self.budget / self.cfg["budget"]).astype(np.float32)
@@ -124,9 +125,8 @@ class InterestEvolutionEnv(gym.Env):
         return {"user": user, "doc": doc, "response": response.astype(np.float32)}
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        self.interests = self.rng.uniform(-1.0, 1.0, self.num_topics)
+        super().reset(seed=seed)
+        self.interests = self.np_random.uniform(-1.0, 1.0, self.num_topics)
         self.budget, self.t = float(self.cfg["budget"]), 0
         self._new_candidates()
         return self._obs(np.zeros((self.slate_size, 2))), {}
@@ -140,7 +140,7 @@ class InterestEvolutionEnv(gym.Env):
             raise ValueError(f"InterestEvolutionEnv: the slate {slate.tolist()} repeats a document; show "
                              f"{self.slate_size} distinct candidates")
         probs = self.choice_probabilities(slate)
-        choice = int(self.rng.choice(self.slate_size + 1, p=probs))
+        choice = int(self.np_random.choice(self.slate_size + 1, p=probs))
         response = np.zeros((self.slate_size, 2))
         reward = 0.0
         self.budget -= self.cfg["step_cost"]
