@@ -59,6 +59,9 @@ SUPPORTED_ACTION_SPACES = {
     "AlphaZero": {"Discrete"},
     "DreamerV3": {"Discrete", "Box"},
     "Dreamer": {"Discrete", "Box"},
+    # A slate env's Dict observation (user, documents, response) and MultiDiscrete slates only
+    # (tests/algorithms/test_slateq.py): every ActionSpaceEnv case is refused.
+    "SlateQ": set(),
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -123,6 +126,8 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
     **{name: {"model_size": "nano", "num_latents": 4, "num_classes": 4, "batch_size": 2, "batch_length": 8,
               "learning_starts": 16, "training_ratio": 4, "timesteps_per_iteration": 32}
        for name in ("DreamerV3", "Dreamer")},
+    "SlateQ": {**_OFF_POLICY, "fcnet_hiddens_per_candidate": [16],
+               "exploration_config": {"warmup_timesteps": 16, "epsilon_timesteps": 64}},
 }
 
 class ActionSpaceEnv(gym.Env):

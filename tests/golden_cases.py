@@ -45,6 +45,7 @@ GOLDEN_ENVS: Dict[str, str] = {
     "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
     "MBMPO": "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward",
     "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv",  # its search needs get_state / set_state
+    "SlateQ": "rlfleet.env.examples.interest_evolution:InterestEvolutionEnv",  # slates of candidate documents
 }
 
 # Beyond each algorithm's tiny config: the state a checkpoint can hold is all there (replay
@@ -56,7 +57,8 @@ _EXTRA: Dict[str, Dict[str, Any]] = {
     "QMIX": {"mixer": "qmix", "mixing_embed_dim": 4, "model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
 }
 # (The APEX family keeps its replay in shards, which checkpoints do not hold yet.)
-_REPLAY = {"DQN", "SimpleQ", "SAC", "DDPG", "TD3", "CQL", "R2D2", "RNNSAC", "MADDPG", "QMIX", "DreamerV3", "Dreamer"}
+_REPLAY = {"DQN", "SimpleQ", "SAC", "DDPG", "TD3", "CQL", "R2D2", "RNNSAC", "MADDPG", "QMIX", "DreamerV3", "Dreamer",
+           "SlateQ"}
 
 # Each family has a case in the fast suite (tests/checkpoint/test_golden.py checks).
 FAMILIES: Dict[str, Tuple[str, ...]] = {
@@ -72,6 +74,7 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
     "meta-learning": ("MAML", "MBMPO"),
     "tree search": ("AlphaZero",),
     "model-based": ("Dreamer", "DreamerV3"),
+    "slate recommendation": ("SlateQ",),
 }
 # Learns on remote workers only: needs a (local, loopback) Ray session, ~15 s: marked slow.
 NEEDS_RAY = {"DDPPO"}

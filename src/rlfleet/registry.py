@@ -38,6 +38,7 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
     "MADDPG": ("rlfleet.algorithms.maddpg", "MADDPGTrainer"),
     "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
+    "SlateQ": ("rlfleet.algorithms.slateq", "SlateQTrainer"),
     "MAML": ("rlfleet.algorithms.maml", "MAMLTrainer"),
     "DT": ("rlfleet.algorithms.dt", "DTTrainer"),
     "MBMPO": ("rlfleet.algorithms.mbmpo", "MBMPOTrainer"),

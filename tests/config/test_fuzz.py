@@ -35,11 +35,13 @@ REQUIRED: Dict[str, Dict[str, Any]] = {"DT": {"target_return": 1.0}}
 # Algorithms that need an env of their own kind: a grouped env for QMIX (it learns for a group of
 # agents), a task family for MAML (sample_tasks / set_task), an env with a reward function for
 # MB-MPO (reward(obs, action, next_obs)), an env AlphaZero's search can save and restore
-# (get_state / set_state).
+# (get_state / set_state), a slate env for SlateQ (Dict user / doc / response observations,
+# MultiDiscrete slates).
 GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team",
                 "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
                 "MBMPO": "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward",
-                "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv"}
+                "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv",
+                "SlateQ": "rlfleet.env.examples.interest_evolution:InterestEvolutionEnv"}
 
 
 def _keys_of(algo: str) -> List[Tuple[str, Any]]:
@@ -167,6 +169,8 @@ def _tiny_base(algo: str) -> Dict[str, Any]:
         base.update(actor_hiddens=[8], critic_hiddens=[8])
     if algo in ("DQN", "SimpleQ"):
         base.update(hiddens=[8])
+    if algo == "SlateQ":
+        base.update(fcnet_hiddens_per_candidate=[8])
     if algo in ("ES", "ARS"):  # the reference's table is 250M floats (1 GB)
         base.update(noise_size=100_000)
     return base

@@ -128,8 +128,9 @@ from tests.algorithm_cases import SUPPORTED_ACTION_SPACES, build  # noqa: E402
 # The algorithms whose policy class names a NumPy learner (`numpy_learner`).
 NUMPY_LEARNERS = {name for name in list_algorithms()
                   if declared_numpy_learner(get_trainer_class(name)._policy_class) is not None}
-# DD-PPO learns on remote workers only; QMIX needs a grouped env (its fast-path report: tests/algorithms/test_qmix.py).
-LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO", "QMIX"})
+# DD-PPO learns on remote workers only; QMIX needs a grouped env and SlateQ a slate env (their fast-path
+# reports: tests/algorithms/test_qmix.py, tests/algorithms/test_slateq.py).
+LOCAL_ALGORITHMS = sorted(set(SUPPORTED_ACTION_SPACES) - {"DDPPO", "QMIX", "SlateQ"})
 # NumPy all the way, no torch path: "off" is refused, "require" is met.
 NUMPY_ONLY = {"BanditLinUCB", "BanditLinTS", "ES", "ARS"}
 
