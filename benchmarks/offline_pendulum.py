@@ -1,0 +1,116 @@
+"""Offline learners on the same mixed-quality Pendulum-v1 data: BC, CRR, IQL (and CQL, MARWIL
+with --algos).
+
+The data: `write_mixed_pendulum_dataset` (rlfleet/env/examples/pendulum_expert.py), by
+default 100 episodes, half from the scripted expert (mean return about -137), half from
+uniformly random torques (about -1200). Each learner trains for the same number of gradient
+updates, then its greedy policy (`explore: False`) plays `--eval-episodes` episodes in the env.
+
+Score: the normalized return (R - R_random) / (R_expert - R_random), with R_expert and
+R_random the mean returns of the dataset's expert and random episodes: 1 is the expert, 0 random.
+
+CRR and IQL take their tuned examples' configs (tuned_examples/{crr,iql}/pendulum-*.yaml) with
+this dataset as input; BC's and MARWIL's are below (same net size as the actors, batches of
+256 at lr 1e-3: the defaults' one step of 2000 rows at lr 1e-4 would learn far less in as many
+updates); CQL takes its tuned example's.
+
+    .venv/bin/python benchmarks/offline_pendulum.py                    # seeds 0-2, 10k updates each
+    .venv/bin/python benchmarks/offline_pendulum.py --seeds 0 --updates 4000 --algos BC CRR IQL CQL
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from typing import Any, Dict, List
+
+import yaml
+
+from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset
+from rlfleet.registry import get_trainer_class
+
+TUNED_EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuned_examples")
+
+ROWS_PER_EPISODE = 200  # Pendulum-v1's time limit
+_SUPERVISED = {"train_batch_size": 256, "lr": 1e-3, "model": {"fcnet_hiddens": [64, 64]}, "beta": 0.0}
+CONFIGS: Dict[str, Any] = {
+    "BC": ("BC", _SUPERVISED),
+    "MARWIL": ("MARWIL", {**_SUPERVISED, "beta": 1.0}),
+    "CRR": "crr/pendulum-crr.yaml",
+    "IQL": "iql/pendulum-iql.yaml",
+    "CQL": "cql/pendulum-cql.yaml",
+}
+
+
+def trainer_for(algo: str, data: str, rows: int, seed: int, logdir: str):
+    spec = CONFIGS[algo]
+    if isinstance(spec, str):
+        with open(os.path.join(TUNED_EXAMPLES, spec), encoding="utf-8") as f:
+            (experiment,) = yaml.safe_load(f).values()
+        run, config = experiment["run"], dict(experiment["config"])
+    else:
+        run, config = spec
+        config = dict(config)
+    if run == "BC":
+        config.pop("beta")
+    config.update(input=data, seed=seed, input_evaluation=[], log_sys_usage=False, evaluation_interval=None,
+                  evaluation_config={"input": "sampler", "explore": False})
+    if "learning_starts" in get_trainer_class(run)._default_config:  # replayed: the whole dataset, no more
+        config.update(learning_starts=rows, buffer_size=rows, timesteps_per_iteration=1000)
+    return get_trainer_class(run)(env="Pendulum-v1", config=config, logdir=logdir)
+
+
+def run_one(algo: str, data: str, rows: int, seed: int, updates: int, eval_episodes: int, logdir: str
+            ) -> Dict[str, float]:
+    trainer = trainer_for(algo, data, rows, seed, logdir)
+    trainer.config["evaluation_num_episodes"] = eval_episodes
+    start = time.perf_counter()
+    try:
+        policy = trainer.get_policy()
+        while policy.num_grad_updates < updates:
+            trainer.train()
+        train_s = time.perf_counter() - start
+        result = trainer.evaluate()["evaluation"]
+    finally:
+        trainer.stop()
+    return {"return": float(result["episode_reward_mean"]), "updates": policy.num_grad_updates, "train_s": train_s}
+
+
+def main(argv: List[str] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algos", nargs="+", default=["BC", "CRR", "IQL"], choices=sorted(CONFIGS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--updates", type=int, default=10000, help="gradient updates per run")
+    parser.add_argument("--episodes", type=int, default=100, help="episodes in the dataset (half expert)")
+    parser.add_argument("--eval-episodes", type=int, default=20)
+    parser.add_argument("--data-seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "data")
+        info = write_mixed_pendulum_dataset(data, episodes=args.episodes, expert_fraction=0.5, seed=args.data_seed)
+        r_expert, r_random = info["expert_return"], info["random_return"]
+        rows = args.episodes * ROWS_PER_EPISODE
+        print(f"dataset: {args.episodes} episodes ({rows} rows), expert {r_expert:.1f}, random {r_random:.1f}")
+        scores: Dict[str, List[float]] = {}
+        for algo in args.algos:
+            for seed in args.seeds:
+                out = run_one(algo, data, rows, seed, args.updates, args.eval_episodes, os.path.join(tmp, "log"))
+                score = (out["return"] - r_random) / (r_expert - r_random)
+                scores.setdefault(algo, []).append(score)
+                print(f"{algo:6s} seed {seed}: return {out['return']:8.1f}  score {score:5.2f}  "
+                      f"({out['updates']} updates, {out['train_s']:.0f} s)", flush=True)
+
+    print(f"\nscore = (R - R_random) / (R_expert - R_random); {args.updates} updates, {args.eval_episodes} greedy "
+          "episodes per run")
+    print("| algorithm | median score | min | max | seeds |")
+    print("| --- | --- | --- | --- | --- |")
+    for algo, values in scores.items():
+        print(f"| {algo} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
+              f"{len(values)} |")
+
+
+if __name__ == "__main__":
+    main()
