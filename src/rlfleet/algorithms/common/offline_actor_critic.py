@@ -40,6 +40,22 @@ from rlfleet.utils.spaces import is_bounded_box
 SB = SampleBatch
 K = ConfigKey
 
+# What the replay keys count here: rows read from the input (env steps where input is "sampler").
+_OFFLINE_MEANINGS = {
+    # Offline data arrive as they were written (often in order of quality): no learning until
+    # the buffer holds the dataset is the safe habit, set per dataset (see the tuned examples).
+    "learning_starts": "Rows read (env steps with input 'sampler') before learning starts; set it to the "
+                       "dataset's size so that learning starts on all of it when its lines are ordered.",
+    "training_intensity": "Replayed rows per row read; None: one update of train_batch_size per row read.",
+}
+
+
+def _replay_keys() -> List[ConfigKey]:
+    keys = replay_keys(buffer_size=int(1e6), prioritized_replay=False, learning_starts=1000,
+                       target_network_update_freq=0)
+    return [k._replace(doc=_OFFLINE_MEANINGS[k.name]) if k.name in _OFFLINE_MEANINGS else k for k in keys]
+
+
 OFFLINE_AC_KEYS: List[ConfigKey] = [
     K("twin_q", True, "Two Q-nets (and targets); the smaller estimate is used.", boolean),
     K("actor_hiddens", [256, 256], "Hidden layer sizes of the policy network.", positive_int_list),
@@ -53,10 +69,7 @@ OFFLINE_AC_KEYS: List[ConfigKey] = [
       "(1 - tau) * target (1: copy).", number_above(0, 1)),
     K("grad_clip", None, "Clip each network's gradient norm to this; None: no clipping.",
       optional(number_above(0), "no clipping")),
-    # Offline data arrive as they were written (often in order of quality): no learning until
-    # the buffer holds the dataset is the safe habit, set per dataset (see the tuned examples).
-    *replay_keys(buffer_size=int(1e6), prioritized_replay=False, learning_starts=1000,
-                 target_network_update_freq=0),
+    *_replay_keys(),
     # The squashed Gaussian acts in [-1, 1] and the sampler unsquashes to the env's bounds.
     override("clip_actions", False),
     override("normalize_actions", True),
