@@ -10,11 +10,11 @@ Score: the normalized return (R - R_random) / (R_expert - R_random), with R_expe
 R_random the mean returns of the dataset's expert and random episodes: 1 is the expert, 0 random.
 
 CRR and IQL take their tuned examples' configs (tuned_examples/{crr,iql}/pendulum-*.yaml) with
-this dataset as input; BC's and MARWIL's are below (same net size as the actors, batches of
-256 at lr 1e-3: the defaults' one step of 2000 rows at lr 1e-4 would learn far less in as many
-updates); CQL takes its tuned example's.
+this dataset as input (and `learning_starts` / `buffer_size` set to its rows); BC's and
+MARWIL's are below (the actors' net size and batch, lr 1e-3: the defaults' one step of 2000 rows
+at lr 1e-4 would learn far less in as many updates); CQL takes its tuned example's.
 
-    .venv/bin/python benchmarks/offline_pendulum.py                    # seeds 0-2, 10k updates each
+    .venv/bin/python benchmarks/offline_pendulum.py                    # seeds 0-2, 25k updates each
     .venv/bin/python benchmarks/offline_pendulum.py --seeds 0 --updates 4000 --algos BC CRR IQL CQL
 """
 from __future__ import annotations
@@ -34,7 +34,10 @@ from rlfleet.registry import get_trainer_class
 TUNED_EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuned_examples")
 
 ROWS_PER_EPISODE = 200  # Pendulum-v1's time limit
-_SUPERVISED = {"train_batch_size": 256, "lr": 1e-3, "model": {"fcnet_hiddens": [64, 64]}, "beta": 0.0}
+# BC and MARWIL read the file's lines in order (expert episodes first): `shuffle_buffer_size`
+# draws each batch from random lines, as the replayed learners' buffers do.
+_SUPERVISED = {"train_batch_size": 512, "lr": 1e-3, "shuffle_buffer_size": 100, "beta": 0.0,
+               "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}}
 CONFIGS: Dict[str, Any] = {
     "BC": ("BC", _SUPERVISED),
     "MARWIL": ("MARWIL", {**_SUPERVISED, "beta": 1.0}),
@@ -82,7 +85,7 @@ def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algos", nargs="+", default=["BC", "CRR", "IQL"], choices=sorted(CONFIGS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--updates", type=int, default=10000, help="gradient updates per run")
+    parser.add_argument("--updates", type=int, default=25000, help="gradient updates per run")
     parser.add_argument("--episodes", type=int, default=100, help="episodes in the dataset (half expert)")
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--data-seed", type=int, default=0)

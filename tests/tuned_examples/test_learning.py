@@ -75,6 +75,9 @@ LONG_EXAMPLES: Dict[str, str] = {
                                        "impala/cartpole-impala.yaml stays",
     "appo/pong-appo-envpool.yaml": "Atari Pong to 18: hours of CPU (benchmarks/atari.py --algo APPO); "
                                    "appo/cartpole-appo.yaml stays",
+    "crr/pendulum-crr.yaml": "~15-25k updates of 512 rows to -300 (minutes of CPU, could pass pytest's timeout); "
+                             "crr/cartpole-crr.yaml stays",
+    "iql/pendulum-iql.yaml": "~20-30k updates of 512 rows to -300 (minutes of CPU); iql/cartpole-iql.yaml stays",
 }
 RUN_LONG_EXAMPLES = os.environ.get("RLFLEET_LONG_EXAMPLES") == "1"
 LEARNING_EXAMPLES = [example for example in TUNED_EXAMPLES

@@ -73,7 +73,6 @@ OFFLINE_AC_KEYS: List[ConfigKey] = [
     # The squashed Gaussian acts in [-1, 1] and the sampler unsquashes to the env's bounds.
     override("clip_actions", False),
     override("normalize_actions", True),
-    override("rollout_fragment_length", 1),
     override("timesteps_per_iteration", 1000),
     override("evaluation_config", {"input": "sampler", "explore": False}),
     override("num_workers", 0),
