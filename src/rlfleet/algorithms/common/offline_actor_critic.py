@@ -11,8 +11,8 @@
   read (as CQL), so that `learning_starts` and `target_network_update_freq`, counted in rows
   read, count updates too once learning started.
 
-Episode returns come from evaluation in the env (`evaluation_interval`,
-`evaluation_config: {"input": "sampler", "explore": False}`).
+Episode returns come from the env: evaluation (`evaluation_interval`,
+`evaluation_config: {"input": "sampler", "explore": False}`) or `input_evaluation: ["simulation"]`.
 """
 from __future__ import annotations
 
