@@ -3,6 +3,7 @@ reuse: the action spaces, which of them each registered algorithm supports, a ti
 algorithm (about a second per train() call), an env for any action space, and `build`."""
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict
 
 import gymnasium as gym
@@ -52,6 +53,14 @@ SUPPORTED_ACTION_SPACES = {
     # A grouped env's Tuple of Discrete actions only (tests/algorithms/test_qmix.py): every
     # single-agent space is refused.
     "QMIX": set(),
+    "MAML": set(ACTION_SPACES),
+    "DT": {"Box", "Discrete"},
+    # Learned dynamics over flat Box observations and actions only.
+    "MBMPO": {"Box"},
+    # A search over Discrete moves (ActionSpaceEnv saves and restores its position for it).
+    "AlphaZero": {"Discrete"},
+    "DreamerV3": {"Discrete", "Box"},
+    "Dreamer": {"Discrete", "Box"},
 }
 
 # Tiny nets and batches, so that each case takes about a second. Off-policy trainers start
@@ -102,13 +111,30 @@ TINY_CONFIGS: Dict[str, Dict[str, Any]] = {
                "policy_model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
     "MADDPG": {**_OFF_POLICY, "actor_hiddens": [16], "critic_hiddens": [16], "rollout_fragment_length": 16},
     "QMIX": {**_OFF_POLICY, "model": {"fcnet_hiddens": [16]}},
+    # Two tasks (ActionSpaceEnv's reward signs) per iteration, pre- and post-adaptation.
+    "MAML": {"rollout_fragment_length": 16, "meta_batch_size": 2, "model": {"fcnet_hiddens": [16]}},
+    # Whole 8-step episodes from the env's fragments (DT gathers them), segments of 4 steps.
+    "DT": {"input": "sampler", "target_return": 4.0, "max_ep_len": 16, "embed_dim": 8, "num_layers": 1,
+           "train_batch_size": 32, "timesteps_per_iteration": 32, "model": {"max_seq_len": 4}},
+    # Two small dynamics models, one short MAML step in 8-step imagined episodes.
+    "MBMPO": {"rollout_fragment_length": 16, "horizon": 8, "ensemble_size": 2, "num_worker_envs": 2,
+              "num_maml_steps": 1, "maml_optimizer_steps": 1, "model": {"fcnet_hiddens": [16]},
+              "dynamics_model": {"model_hiddens": [16], "model_train_epochs": 2}},
+    "AlphaZero": {"rollout_fragment_length": 16, "train_batch_size": 32, "sgd_minibatch_size": 16, "num_sgd_iter": 2,
+                  "model": {"fcnet_hiddens": [16]}, "mcts_config": {"num_simulations": 4},
+                  "ranked_rewards": {"num_init_rewards": 4}},
+    # The tiny model size (not the paper's) on short sequences: one update per 4 sampled steps.
+    **{name: {"model_size": "nano", "num_latents": 4, "num_classes": 4, "batch_size": 2, "batch_length": 8,
+              "learning_starts": 16, "training_ratio": 4, "timesteps_per_iteration": 32}
+       for name in ("DreamerV3", "Dreamer")},
 }
 
 class ActionSpaceEnv(gym.Env):
     """Box(3) observations and the action space `env_config["action_space"]`.
 
     Raises on an action outside its space; the reward is the first entry of the flattened
-    action (so losses see a signal that depends on the action); 8-step episodes.
+    action (so losses see a signal that depends on the action), times the task's sign (a task
+    family for MAML: `sample_tasks` / `set_task`; +1 unless set); 8-step episodes.
     """
 
     def __init__(self, env_config: Any) -> None:
@@ -116,6 +142,13 @@ class ActionSpaceEnv(gym.Env):
         self.observation_space = S.Box(-1.0, 1.0, (3,), np.float32)
         self.actions_received = 0
         self._t = 0
+        self._sign = 1.0
+
+    def sample_tasks(self, n_tasks: int) -> list:
+        return [float(s) for s in self.np_random.choice([-1.0, 1.0], n_tasks)]
+
+    def set_task(self, task: float) -> None:
+        self._sign = float(task)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -127,8 +160,20 @@ class ActionSpaceEnv(gym.Env):
             raise AssertionError(f"action {action!r} is outside {self.action_space}")
         self.actions_received += 1
         self._t += 1
-        reward = float(S.flatten(self.action_space, action)[0])
+        reward = self._sign * float(S.flatten(self.action_space, action)[0])
         return self._obs(), reward, self._t >= 8, False, {}
+
+    def reward(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
+        """The same reward over a batch (MB-MPO's hook), for env-space Box actions."""
+        return self._sign * np.asarray(action, np.float32).reshape(len(obs), -1)[:, 0]
+    # The position, saved and restored by tree search (AlphaZero): the step count and the RNG
+    # the observations are drawn from.
+    def get_state(self) -> tuple:
+        return self._t, copy.deepcopy(self.np_random.bit_generator.state)
+
+    def set_state(self, state: tuple) -> None:
+        self._t = int(state[0])
+        self.np_random.bit_generator.state = copy.deepcopy(state[1])
 
     def _obs(self) -> np.ndarray:
         return self.np_random.uniform(-1.0, 1.0, 3).astype(np.float32)

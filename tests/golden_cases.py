@@ -35,12 +35,16 @@ _BOX_ENV = "Pendulum-v1"
 # golden checkpoint must keep loading when tests are reorganised).
 GOLDEN_ENVS: Dict[str, str] = {
     **{algo: _DISCRETE_ENV for algo in ("PPO", "DDPPO", "PG", "DQN", "SimpleQ", "A2C", "A3C", "IMPALA", "APPO",
-                                         "APEX", "BC", "MARWIL", "ES", "ARS", "R2D2", "APEX_R2D2")},
-    **{algo: _BOX_ENV for algo in ("SAC", "DDPG", "TD3", "APEX_DDPG", "CQL", "CRR", "IQL", "RNNSAC")},
+                                         "APEX", "BC", "MARWIL", "ES", "ARS", "R2D2", "APEX_R2D2",
+                                         "DreamerV3", "Dreamer")},
+    **{algo: _BOX_ENV for algo in ("SAC", "DDPG", "TD3", "APEX_DDPG", "CQL", "CRR", "IQL", "RNNSAC", "DT")},
     "BanditLinUCB": "rlfleet.env.examples.bandits:LinearContextualBandit",
     "BanditLinTS": "rlfleet.env.examples.bandits:LinearContextualBandit",
     "MADDPG": "rlfleet.env.examples.maddpg_envs:MatchTargetEnv",
     "QMIX": "rlfleet.env.examples.team_envs:two_step_team",
+    "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
+    "MBMPO": "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward",
+    "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv",  # its search needs get_state / set_state
 }
 
 # Beyond each algorithm's tiny config: the state a checkpoint can hold is all there (replay
@@ -52,7 +56,8 @@ _EXTRA: Dict[str, Dict[str, Any]] = {
     "QMIX": {"mixer": "qmix", "mixing_embed_dim": 4, "model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
 }
 # (The APEX family keeps its replay in shards, which checkpoints do not hold yet.)
-_REPLAY = {"DQN", "SimpleQ", "SAC", "DDPG", "TD3", "CQL", "CRR", "IQL", "R2D2", "RNNSAC", "MADDPG", "QMIX"}
+_REPLAY = {"DQN", "SimpleQ", "SAC", "DDPG", "TD3", "CQL", "CRR", "IQL", "R2D2", "RNNSAC", "MADDPG", "QMIX",
+           "DreamerV3", "Dreamer"}
 
 # Each family has a case in the fast suite (tests/checkpoint/test_golden.py checks).
 FAMILIES: Dict[str, Tuple[str, ...]] = {
@@ -60,11 +65,14 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
     "asynchronous": ("APPO", "IMPALA"),
     "off-policy, discrete": ("DQN", "SimpleQ", "APEX"),
     "off-policy, continuous": ("SAC", "DDPG", "TD3", "APEX_DDPG"),
-    "offline": ("MARWIL", "BC", "CQL", "CRR", "IQL"),
+    "offline": ("MARWIL", "BC", "CQL", "CRR", "IQL", "DT"),
     "recurrent replay": ("R2D2", "APEX_R2D2", "RNNSAC"),
     "bandits": ("BanditLinTS", "BanditLinUCB"),
     "perturbation search": ("ARS", "ES"),
     "multi-agent": ("MADDPG", "QMIX"),
+    "meta-learning": ("MAML", "MBMPO"),
+    "tree search": ("AlphaZero",),
+    "model-based": ("Dreamer", "DreamerV3"),
 }
 # Learns on remote workers only: needs a (local, loopback) Ray session, ~15 s: marked slow.
 NEEDS_RAY = {"DDPPO"}

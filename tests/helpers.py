@@ -186,3 +186,21 @@ def read_tb_scalars(folder: str) -> Dict[str, List[Tuple[int, float]]]:
             for value in event.summary.value:
                 scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
     return scalars
+
+
+def assert_export_acts_as_trainer(trainer: Any, folder: Path, obs_dim: int) -> None:
+    """Trains one iteration, exports the policy (TorchScript) into `folder` and checks that it
+    gives the trainer's greedy actions on 5 random observations in [-1, 1]^obs_dim."""
+    import json
+
+    import torch
+
+    trainer.train()
+    path = trainer.export_policy_model(str(folder))
+    meta = json.loads((Path(folder) / "model.json").read_text())
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, obs_dim)).astype(np.float32)
+    with torch.no_grad():
+        exported = torch.jit.load(path)(torch.from_numpy(obs))[0].numpy()
+    want = np.stack([trainer.compute_single_action(o, explore=False) for o in obs])
+    assert meta["outputs"][0] == "actions"
+    np.testing.assert_allclose(exported, want, rtol=1e-5, atol=1e-6)

@@ -40,6 +40,13 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "RNNSAC": ("rlfleet.algorithms.rnnsac", "RNNSACTrainer"),
     "MADDPG": ("rlfleet.algorithms.maddpg", "MADDPGTrainer"),
     "QMIX": ("rlfleet.algorithms.qmix", "QMIXTrainer"),
+    "MAML": ("rlfleet.algorithms.maml", "MAMLTrainer"),
+    "DT": ("rlfleet.algorithms.dt", "DTTrainer"),
+    "MBMPO": ("rlfleet.algorithms.mbmpo", "MBMPOTrainer"),
+    "AlphaZero": ("rlfleet.algorithms.alphazero", "AlphaZeroTrainer"),
+    "DreamerV3": ("rlfleet.algorithms.dreamerv3", "DreamerV3Trainer"),
+    # Dreamer trains DreamerV3 (with a logged note), as RLlib 2.x replaced Dreamer with it.
+    "Dreamer": ("rlfleet.algorithms.dreamerv3", "DreamerTrainer"),
 }
 
 

@@ -30,8 +30,16 @@ from rlfleet.utils.nested import set_nested  # noqa: E402
 
 ALGORITHMS = list_algorithms()
 CONTINUOUS = {"SAC", "DDPG", "TD3", "CQL", "APEX_DDPG"}
-# Algorithms that learn for a group of agents, and a grouped env to build them on.
-GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team"}
+# Keys an algorithm cannot run without (no default exists), set under every draw.
+REQUIRED: Dict[str, Dict[str, Any]] = {"DT": {"target_return": 1.0}}
+# Algorithms that need an env of their own kind: a grouped env for QMIX (it learns for a group of
+# agents), a task family for MAML (sample_tasks / set_task), an env with a reward function for
+# MB-MPO (reward(obs, action, next_obs)), an env AlphaZero's search can save and restore
+# (get_state / set_state).
+GROUPED_ENVS = {"QMIX": "rlfleet.env.examples.team_envs:two_step_team",
+                "MAML": "rlfleet.env.examples.point_navigation:PointNavigationEnv",
+                "MBMPO": "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward",
+                "AlphaZero": "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv"}
 
 
 def _keys_of(algo: str) -> List[Tuple[str, Any]]:
@@ -92,7 +100,9 @@ def _as_config(drawn: Dict[str, Any], base: Dict[str, Any]) -> Dict[str, Any]:
 
     config = copy.deepcopy(base)
     for path, value in drawn.items():
-        set_nested(config, path, value)
+        # A drawn value may be a key's default itself (e.g. the shared MODEL_DEFAULTS dict);
+        # a later dotted key of the same draw would write into it and change every later test.
+        set_nested(config, path, copy.deepcopy(value))
     return config
 
 
@@ -127,7 +137,7 @@ def fuzz(max_examples: int) -> settings:
 def test_validation_accepts_or_names_the_key(drawn):
     algo, values = drawn
     try:
-        _validate_only(algo, _as_config(values, {}))
+        _validate_only(algo, _as_config(values, dict(REQUIRED.get(algo, {}))))
     except ValueError as e:
         _assert_names_a_key(e, values)
 
@@ -149,8 +159,8 @@ _SIZE_KEYS = re.compile(r"hiddens|cell_size|dim$|num_atoms|num_envs|_units|_head
 
 def _tiny_base(algo: str) -> Dict[str, Any]:
     # Everything in this process: some algorithms default to remote workers (APEX: 32).
-    base: Dict[str, Any] = {"model": {"fcnet_hiddens": [8]}, "log_sys_usage": False, "num_workers": 0,
-                            "evaluation_num_workers": 0}
+    base: Dict[str, Any] = {**REQUIRED.get(algo, {}), "model": {"fcnet_hiddens": [8]}, "log_sys_usage": False,
+                            "num_workers": 0, "evaluation_num_workers": 0}
     if algo in ("SAC",):
         base.update(Q_model={"fcnet_hiddens": [8]}, policy_model={"fcnet_hiddens": [8]})
     if algo in ("DDPG", "TD3", "APEX_DDPG"):
@@ -209,3 +219,13 @@ def test_the_issue_examples_name_their_key(algo, values, key, tmp_path):
     env = "Pendulum-v1" if algo in CONTINUOUS else "CartPole-v1"
     with pytest.raises(ValueError, match=re.escape(key)):
         cls(env=env, config=values, logdir=str(tmp_path))
+
+
+def test_a_drawn_default_is_never_written_into():
+    # A draw may hold a key's shared default (KEY_INDEX["model"].default is MODEL_DEFAULTS)
+    # and a dotted key under it; building the config must leave the default as declared.
+    default = KEY_INDEX["model"].default
+    before = dict(default)
+    config = _as_config({"model": default, "model.conv_activation": {"eps": [""]}}, {})
+    assert config["model"]["conv_activation"] == {"eps": [""]}
+    assert default == before

@@ -42,11 +42,12 @@ def test_compare_writes_a_png_with_a_colour_per_group_and_a_self_contained_page(
     import matplotlib.image
 
     out = tmp_path / "out" / "cmp.png"
-    assert main(["compare", str(sweep), "--group-by", "lr", "--x", "time", "--out", str(out)]) == 0
+    assert main(["compare", str(sweep), "--group-by", "lr", "--x", "timesteps", "--out", str(out)]) == 0
     assert f"Wrote {out}" in capsys.readouterr().out
     pixels = (matplotlib.image.imread(str(out))[..., :3] * 255).round()
-    # tab10's first two: one a group. On the time axis a group's line is as long as its runs took,
-    # which varies with the machine's load: a few dozen pixels of each colour show it was drawn.
+    # tab10's first two: one a group. On the timesteps axis every line spans the same steps (on the
+    # time axis a line is as long as its runs took, which the machine's load squeezed to 24 pixels
+    # in a full-suite run); a few dozen pixels of each colour show it was drawn.
     for colour in ((31, 119, 180), (255, 127, 14)):
         assert (np.abs(pixels - colour).max(axis=-1) < 3).sum() > 50, colour
     page = out.with_suffix(".html").read_text(encoding="utf-8")

@@ -17,6 +17,7 @@ import importlib
 import json
 import math
 import os
+from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Mapping, Optional, Set
 
 from rlfleet.results.logger import Logger
@@ -110,7 +111,7 @@ class CheckpointWatch:
         return fresh
 
 
-class Tracker:
+class Tracker(ABC):
     """One run of an experiment tracker (subclassed per service).
 
     Attributes:
@@ -119,24 +120,24 @@ class Tracker:
 
     options: Mapping[str, Any] = {}
 
+    @abstractmethod
     def start(self, name: str, config: Mapping[str, Any]) -> None:
         """Opens the run, named `name`, recording the run's `config` (JSON-safe values)."""
-        raise NotImplementedError  # each service opens its run its own way
 
+    @abstractmethod
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         """Logs one result's metrics at `step`."""
-        raise NotImplementedError  # each service logs its own way
 
+    @abstractmethod
     def log_checkpoint(self, path: str) -> None:
         """Uploads (or records) the checkpoint folder `path`."""
-        raise NotImplementedError  # each service stores files its own way
 
+    @abstractmethod
     def finish(self, failed: bool = False) -> None:
         """Closes the run (marked failed when `failed`)."""
-        raise NotImplementedError  # each service closes its run its own way
 
 
-class TrackerLogger(Logger):
+class TrackerLogger(Logger, ABC):
     """A `logger_config` logger driving one `Tracker` per run.
 
     Its options sit under `logger_config[<option_key>]` (e.g. `{"type": [..., "MLflowLogger"],
@@ -154,9 +155,9 @@ class TrackerLogger(Logger):
         self._tracker: Optional[Tracker] = None
         self._watch: Optional[CheckpointWatch] = None
 
+    @abstractmethod
     def make_tracker(self, options: Mapping[str, Any], run_dir: str) -> Tracker:
         """The tracker for the run in `run_dir`."""
-        raise NotImplementedError  # each service builds its own tracker
 
     def on_config(self, config: Mapping[str, Any], run_dir: str) -> None:
         self._open(run_dir, config)

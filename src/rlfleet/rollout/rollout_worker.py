@@ -30,6 +30,7 @@ from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from rlfleet.rollout.async_sampler import AsyncSampling
 from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_sampler import MultiAgentSampler
+from rlfleet.rollout.sample_counters import SampleCounter
 from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.name_registries import NameRegistries
 from rlfleet.rollout.offline_sampler import OfflineSampler
@@ -94,6 +95,7 @@ class RolloutWorker:
         self._lock = threading.Lock()
         self._async: Optional[AsyncSampling] = None
         self.worker_index = worker_index
+        self.sample_counter = SampleCounter(worker_index)  # chaos runs: steps handed out, pid
         self.num_workers = num_workers
         # The actor `worker_calls.sample_into` sends this worker's next batch to: each worker takes
         # the actors in turn from its own index, which spreads the load.
@@ -226,6 +228,7 @@ class RolloutWorker:
             # `infos` (object dtype, recorded for the writer only) never reaches a learner.
             for part in (batch.policy_batches.values() if hasattr(batch, "policy_batches") else [batch]):
                 part.pop(SampleBatch.INFOS, None)
+        self.sample_counter.record(batch)
         return batch
 
     def sample_with_count(self):

@@ -24,6 +24,7 @@ from rlfleet.rollout.episode import RolloutMetrics
 from rlfleet.rollout.multi_agent_settings import MultiAgentSettings
 from rlfleet.rollout.placement import release_group
 from rlfleet.rollout.rollout_worker import RolloutWorker
+from rlfleet.rollout.sample_counters import ReceivedLedger
 from rlfleet.rollout.worker_calls import (
     actor_key,
     env_spaces,
@@ -59,6 +60,8 @@ class WorkerSet(WorkerMembership, AsyncRequests):
         self._num_workers = int(num_workers)
         self._remote: List[Any] = []
         self._remote_index: List[int] = []
+        # Env steps received per worker index (the driver's side of the chaos benchmark's accounting).
+        self.received = ReceivedLedger()
         self._remote_cls = None
         self._ray = None
         self._placement_group = None  # the initial workers' own group (placement_strategy), outside Tune
@@ -179,7 +182,8 @@ class WorkerSet(WorkerMembership, AsyncRequests):
                 self._folded[key] = (self._folded.get(key, ([], {}))[0] + list(episodes), perf)
             self._folded_fresh = True
             for r in range(rounds):
-                for worker_batches in per_worker:
+                for index, worker_batches in zip(self._remote_index, per_worker):
+                    self.received.record(index, worker_batches[r])
                     steps += worker_batches[r].count
                     batches.append(worker_batches[r])
             expected = int(self.config["rollout_fragment_length"]) * int(self.config["num_envs_per_worker"])
@@ -195,7 +199,8 @@ class WorkerSet(WorkerMembership, AsyncRequests):
                 round_batches = self._ray.get([w.sample.remote() for w in self._remote])
             else:
                 round_batches = [self._local.sample()]
-            for batch in round_batches:
+            for index, batch in zip(self._remote_index if self._remote else [0], round_batches):
+                self.received.record(index, batch)
                 steps += batch.count
                 batches.append(batch)
         return SampleBatch.concat_samples(batches)

@@ -271,6 +271,12 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
             if (time.time() - start >= min_time and steps >= min_steps) or self.steps_left() == 0:
                 return learner_info, steps
 
+    def take_own_episodes(self) -> List[Any]:
+        """Finished episodes (`RolloutMetrics`) the algorithm gathered itself this iteration,
+        counted with the workers' own; none by default. MAML's workers hand theirs back with
+        each task's batches, as they restart episodes between tasks."""
+        return []
+
     def _try_recover(self) -> None:
         """Drops failed remote workers (training and evaluation); recreates them when the
         config says so (see `train`)."""
@@ -289,7 +295,7 @@ class Trainer(TrainerState, TrainerPolicies, AlgorithmMethods):
     def _compile_result(self, learner_info: Dict[str, Any], steps_this_iter: int) -> Dict[str, Any]:
         self._report_fast_paths(learner_info)
         new_episodes, perfs = self.workers.collect_metrics(self.config.get("collect_metrics_timeout"))
-        result = self._episodes.add(new_episodes)
+        result = self._episodes.add(list(new_episodes) + self.take_own_episodes())
         now = datetime.now()
         result.update(
             episodes_total=self._episodes.total,

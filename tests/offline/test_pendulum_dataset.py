@@ -1,7 +1,7 @@
 """The scripted Pendulum expert and its mixed dataset: the expert swings up, the files read back."""
 import numpy as np
 
-from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset
+from rlfleet.offline.pendulum_dataset import write_mixed_pendulum_dataset
 from rlfleet.offline.readers import JsonReader
 from rlfleet.policy.sample_batch import SampleBatch
 
