@@ -1,7 +1,8 @@
 """Writes the offline dataset of tuned_examples/crr/ and tuned_examples/iql/: Pendulum-v1
 episodes of mixed quality, half from the scripted expert, half from random torques
-(`write_mixed_pendulum_dataset`), one episode per line with every column LZ4-compressed (as
-benchmarks/make_cql_data.py does) so that the committed file stays small.
+(`rlfleet.offline.pendulum_dataset.write_mixed_pendulum_dataset`, seed 0), one episode per
+line with every column LZ4-compressed (as benchmarks/make_cql_data.py does) so that the
+committed file stays small (485 KiB instead of 1.7 MiB).
 
     .venv/bin/python benchmarks/make_offline_pendulum_data.py          # the committed file
 """
@@ -13,7 +14,7 @@ import tempfile
 
 from make_cql_data import regroup  # the same one-episode-per-line, compressed re-encoding
 
-from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset
+from rlfleet.offline.pendulum_dataset import write_mixed_pendulum_dataset
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "tuned_examples", "crr", "data", "pendulum-mixed.json")
 

@@ -1,7 +1,7 @@
 """Offline learners on the same mixed-quality Pendulum-v1 data: BC, CRR, IQL (and CQL, MARWIL
 with --algos).
 
-The data: `write_mixed_pendulum_dataset` (rlfleet/env/examples/pendulum_expert.py), by
+The data: `write_mixed_pendulum_dataset` (rlfleet/offline/pendulum_dataset.py), by
 default 100 episodes, half from the scripted expert (mean return about -137), half from
 uniformly random torques (about -1200). Each learner trains for the same number of gradient
 updates, then its greedy policy (`explore: False`) plays `--eval-episodes` episodes in the env.
@@ -20,6 +20,7 @@ at lr 1e-4 would learn far less in as many updates); CQL takes its tuned example
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -28,7 +29,7 @@ from typing import Any, Dict, List
 
 import yaml
 
-from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset
+from rlfleet.offline.pendulum_dataset import write_mixed_pendulum_dataset
 from rlfleet.registry import get_trainer_class
 
 TUNED_EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuned_examples")
@@ -47,7 +48,7 @@ CONFIGS: Dict[str, Any] = {
 }
 
 
-def trainer_for(algo: str, data: str, rows: int, seed: int, logdir: str):
+def trainer_for(algo: str, data: str, rows: int, seed: int, logdir: str, overrides: Dict[str, Any]):
     spec = CONFIGS[algo]
     if isinstance(spec, str):
         with open(os.path.join(TUNED_EXAMPLES, spec), encoding="utf-8") as f:
@@ -62,56 +63,67 @@ def trainer_for(algo: str, data: str, rows: int, seed: int, logdir: str):
                   evaluation_config={"input": "sampler", "explore": False})
     if "learning_starts" in get_trainer_class(run)._default_config:  # replayed: the whole dataset, no more
         config.update(learning_starts=rows, buffer_size=rows, timesteps_per_iteration=1000)
+    config.update(overrides)
     return get_trainer_class(run)(env="Pendulum-v1", config=config, logdir=logdir)
 
 
-def run_one(algo: str, data: str, rows: int, seed: int, updates: int, eval_episodes: int, logdir: str
-            ) -> Dict[str, float]:
-    trainer = trainer_for(algo, data, rows, seed, logdir)
+def run_one(algo: str, data: str, rows: int, seed: int, updates: List[int], eval_episodes: int, logdir: str,
+            overrides: Dict[str, Any]) -> List[Dict[str, float]]:
+    """Trains `algo` and evaluates it after each count of gradient updates in `updates`."""
+    trainer = trainer_for(algo, data, rows, seed, logdir, overrides)
     trainer.config["evaluation_num_episodes"] = eval_episodes
-    start = time.perf_counter()
+    out, train_s = [], 0.0
     try:
         policy = trainer.get_policy()
-        while policy.num_grad_updates < updates:
-            trainer.train()
-        train_s = time.perf_counter() - start
-        result = trainer.evaluate()["evaluation"]
+        for target in sorted(updates):
+            start = time.perf_counter()
+            while policy.num_grad_updates < target:
+                trainer.train()
+            train_s += time.perf_counter() - start
+            result = trainer.evaluate()["evaluation"]
+            out.append({"return": float(result["episode_reward_mean"]), "updates": policy.num_grad_updates,
+                        "train_s": train_s})
     finally:
         trainer.stop()
-    return {"return": float(result["episode_reward_mean"]), "updates": policy.num_grad_updates, "train_s": train_s}
+    return out
 
 
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algos", nargs="+", default=["BC", "CRR", "IQL"], choices=sorted(CONFIGS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--updates", type=int, default=25000, help="gradient updates per run")
-    parser.add_argument("--episodes", type=int, default=100, help="episodes in the dataset (half expert)")
+    parser.add_argument("--updates", type=int, nargs="+", default=[25000],
+                        help="gradient updates per run; several: evaluate after each")
+    parser.add_argument("--episodes", type=int, default=100, help="episodes in each seed's dataset (half expert)")
     parser.add_argument("--eval-episodes", type=int, default=20)
-    parser.add_argument("--data-seed", type=int, default=0)
+    parser.add_argument("--config", default="{}", help="JSON overrides of every learner's config")
     args = parser.parse_args(argv)
+    overrides = json.loads(args.config)
 
+    scores: Dict[Any, List[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "data")
-        info = write_mixed_pendulum_dataset(data, episodes=args.episodes, expert_fraction=0.5, seed=args.data_seed)
-        r_expert, r_random = info["expert_return"], info["random_return"]
-        rows = args.episodes * ROWS_PER_EPISODE
-        print(f"dataset: {args.episodes} episodes ({rows} rows), expert {r_expert:.1f}, random {r_random:.1f}")
-        scores: Dict[str, List[float]] = {}
-        for algo in args.algos:
-            for seed in args.seeds:
-                out = run_one(algo, data, rows, seed, args.updates, args.eval_episodes, os.path.join(tmp, "log"))
-                score = (out["return"] - r_random) / (r_expert - r_random)
-                scores.setdefault(algo, []).append(score)
-                print(f"{algo:6s} seed {seed}: return {out['return']:8.1f}  score {score:5.2f}  "
-                      f"({out['updates']} updates, {out['train_s']:.0f} s)", flush=True)
+        for seed in args.seeds:
+            # Each seed its own data (as benchmarks/decision_transformer.py): the run's seed writes it.
+            data = os.path.join(tmp, f"data{seed}")
+            info = write_mixed_pendulum_dataset(data, episodes=args.episodes, expert_fraction=0.5, seed=seed)
+            r_expert, r_random = info["expert_return"], info["random_return"]
+            rows = args.episodes * ROWS_PER_EPISODE
+            print(f"# seed {seed}: {args.episodes} episodes ({rows} rows), expert {r_expert:.1f}, random "
+                  f"{r_random:.1f}", flush=True)
+            for algo in args.algos:
+                outs = run_one(algo, data, rows, seed, args.updates, args.eval_episodes, os.path.join(tmp, "log"),
+                               overrides)
+                for target, out in zip(sorted(args.updates), outs):
+                    score = (out["return"] - r_random) / (r_expert - r_random)
+                    scores.setdefault((algo, target), []).append(score)
+                    print(f"{algo:6s} seed {seed}: {out['updates']:6d} updates  return {out['return']:8.1f}  "
+                          f"score {score:5.2f}  ({out['train_s']:.0f} s)", flush=True)
 
-    print(f"\nscore = (R - R_random) / (R_expert - R_random); {args.updates} updates, {args.eval_episodes} greedy "
-          "episodes per run")
-    print("| algorithm | median score | min | max | seeds |")
-    print("| --- | --- | --- | --- | --- |")
-    for algo, values in scores.items():
-        print(f"| {algo} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
+    print(f"\nscore = (R - R_random) / (R_expert - R_random); {args.eval_episodes} greedy episodes per evaluation")
+    print("| algorithm | updates | median score | min | max | seeds |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for (algo, updates), values in scores.items():
+        print(f"| {algo} | {updates} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
               f"{len(values)} |")
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlfleet.env.examples.pendulum_expert import write_mixed_pendulum_dataset
+from rlfleet.offline.pendulum_dataset import write_mixed_pendulum_dataset
 from rlfleet.policy.sample_batch import DEFAULT_POLICY_ID
 from rlfleet.registry import get_trainer_class
 from tests.helpers import optimizer_arrays
