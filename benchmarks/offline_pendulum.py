@@ -1,21 +1,24 @@
 """Offline learners on the same mixed-quality Pendulum-v1 data: BC, CRR, IQL (and CQL, MARWIL
-with --algos).
+with --algos). Decision Transformer's comparison on this data is benchmarks/decision_transformer.py.
 
-The data: `write_mixed_pendulum_dataset` (rlfleet/offline/pendulum_dataset.py), by
-default 100 episodes, half from the scripted expert (mean return about -137), half from
-uniformly random torques (about -1200). Each learner trains for the same number of gradient
-updates, then its greedy policy (`explore: False`) plays `--eval-episodes` episodes in the env.
+The data: `write_mixed_pendulum_dataset` (rlfleet/offline/pendulum_dataset.py), written per
+seed with that seed (as benchmarks/decision_transformer.py does), by default 100 episodes: half
+from the scripted expert (mean return about -140), half from uniformly random torques (about
+-1190). Each learner trains for the given numbers of gradient updates; after each, its greedy
+policy (`explore: False`) plays `--eval-episodes` episodes in the env.
 
-Score: the normalized return (R - R_random) / (R_expert - R_random), with R_expert and
-R_random the mean returns of the dataset's expert and random episodes: 1 is the expert, 0 random.
+Score (as benchmarks/decision_transformer.py): the normalized return
+(R - R_random) / (R_expert - R_random), with R_expert and R_random the mean returns of the
+seed's expert and random episodes: 1 is the expert's level, 0 random torques.
 
 CRR and IQL take their tuned examples' configs (tuned_examples/{crr,iql}/pendulum-*.yaml) with
 this dataset as input (and `learning_starts` / `buffer_size` set to its rows); BC's and
 MARWIL's are below (the actors' net size and batch, lr 1e-3: the defaults' one step of 2000 rows
 at lr 1e-4 would learn far less in as many updates); CQL takes its tuned example's.
 
-    .venv/bin/python benchmarks/offline_pendulum.py                    # seeds 0-2, 25k updates each
-    .venv/bin/python benchmarks/offline_pendulum.py --seeds 0 --updates 4000 --algos BC CRR IQL CQL
+    python benchmarks/offline_pendulum.py --algos CRR IQL --updates 10000 20000   # seeds 0-2
+    python benchmarks/offline_pendulum.py --algos BC --updates 5000
+    python benchmarks/offline_pendulum.py --seeds 0 --algos IQL --config '{"beta": 10}'
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 import yaml
 
@@ -68,11 +71,12 @@ def trainer_for(algo: str, data: str, rows: int, seed: int, logdir: str, overrid
 
 
 def run_one(algo: str, data: str, rows: int, seed: int, updates: List[int], eval_episodes: int, logdir: str,
-            overrides: Dict[str, Any]) -> List[Dict[str, float]]:
-    """Trains `algo` and evaluates it after each count of gradient updates in `updates`."""
+            overrides: Dict[str, Any]) -> Iterator[Dict[str, float]]:
+    """Trains `algo` and yields its evaluation after each count of gradient updates in `updates`
+    (as it goes, so that a run stopped early still reports the counts it reached)."""
     trainer = trainer_for(algo, data, rows, seed, logdir, overrides)
     trainer.config["evaluation_num_episodes"] = eval_episodes
-    out, train_s = [], 0.0
+    train_s = 0.0
     try:
         policy = trainer.get_policy()
         for target in sorted(updates):
@@ -81,18 +85,17 @@ def run_one(algo: str, data: str, rows: int, seed: int, updates: List[int], eval
                 trainer.train()
             train_s += time.perf_counter() - start
             result = trainer.evaluate()["evaluation"]
-            out.append({"return": float(result["episode_reward_mean"]), "updates": policy.num_grad_updates,
-                        "train_s": train_s})
+            yield {"return": float(result["episode_reward_mean"]), "updates": policy.num_grad_updates,
+                   "train_s": train_s}
     finally:
         trainer.stop()
-    return out
 
 
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algos", nargs="+", default=["BC", "CRR", "IQL"], choices=sorted(CONFIGS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--updates", type=int, nargs="+", default=[25000],
+    parser.add_argument("--updates", type=int, nargs="+", default=[10000, 20000],
                         help="gradient updates per run; several: evaluate after each")
     parser.add_argument("--episodes", type=int, default=100, help="episodes in each seed's dataset (half expert)")
     parser.add_argument("--eval-episodes", type=int, default=20)

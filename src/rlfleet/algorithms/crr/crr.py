@@ -54,6 +54,20 @@ class CRRTrainer(OfflineActorCriticTrainer):
       count the updates; `learning_starts` (rows) should cover the dataset when its lines
       come ordered by quality (see the tuned example). RLlib 2.x defaults to 4 rollout
       workers reading in parallel; rlfleet to none (`num_workers` 0).
+
+    Measured on mixed Pendulum-v1 data (`python benchmarks/offline_pendulum.py --algos CRR
+    --updates 10000 20000`; per seed 100 episodes of `write_mixed_pendulum_dataset`, half a
+    scripted expert, half random torques; score (R - R_random) / (R_expert - R_random) over 20
+    greedy episodes; the Pendulum tuned example's settings; 2 CPU cores shared with other jobs):
+
+    | updates | seed 0 | seed 1 | seed 2 | median |
+    | --- | --- | --- | --- | --- |
+    | 10,000 | 0.92 | 0.74 | 0.55 | 0.74 |
+    | 20,000 | 1.01 | 0.72 | 0.98 | 0.98 |
+
+    At 20k updates 2 of 3 seeds reach 0.9 (seed 1 stays at 0.72); BC on the same data scores
+    -0.04 (median; -0.05 to 0.10). One CRR update (batch 512, 64-unit nets) costs about 7.6 ms
+    of CPU.
     """
 
     _name = "CRR"

@@ -58,6 +58,13 @@ class IQLTrainer(OfflineActorCriticTrainer):
     - The update rate: one update per row read (`training_intensity` None); `learning_starts`
       (rows) should cover the dataset when its lines come ordered by quality (see the tuned
       example).
+
+    Measured on mixed Pendulum-v1 data (`python benchmarks/offline_pendulum.py --algos IQL
+    --updates 5000 10000 20000`; 100 episodes of `write_mixed_pendulum_dataset`, half a scripted
+    expert, half random torques; score (R - R_random) / (R_expert - R_random); the Pendulum
+    tuned example's settings; 2 CPU cores shared with other jobs): seed 0 only, 10 greedy
+    episodes per evaluation: 0.59 after 5k updates, 0.64 after 10k, 0.91 after 20k. Seeds 1
+    and 2 are not measured yet. BC on the same data scores -0.04 (median of seeds 0-2).
     """
 
     _name = "IQL"
