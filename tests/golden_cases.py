@@ -37,7 +37,7 @@ GOLDEN_ENVS: Dict[str, str] = {
     **{algo: _DISCRETE_ENV for algo in ("PPO", "DDPPO", "PG", "DQN", "SimpleQ", "A2C", "A3C", "IMPALA", "APPO",
                                          "APEX", "BC", "MARWIL", "ES", "ARS", "R2D2", "APEX_R2D2",
                                          "DreamerV3", "Dreamer")},
-    **{algo: _BOX_ENV for algo in ("SAC", "DDPG", "TD3", "APEX_DDPG", "CQL", "RNNSAC", "DT")},
+    **{algo: _BOX_ENV for algo in ("SAC", "DDPG", "TD3", "APEX_DDPG", "CQL", "CRR", "IQL", "RNNSAC", "DT")},
     "BanditLinUCB": "rlfleet.env.examples.bandits:LinearContextualBandit",
     "BanditLinTS": "rlfleet.env.examples.bandits:LinearContextualBandit",
     "MADDPG": "rlfleet.env.examples.maddpg_envs:MatchTargetEnv",
@@ -57,8 +57,8 @@ _EXTRA: Dict[str, Dict[str, Any]] = {
     "QMIX": {"mixer": "qmix", "mixing_embed_dim": 4, "model": {"fcnet_hiddens": [16], "lstm_cell_size": 8}},
 }
 # (The APEX family keeps its replay in shards, which checkpoints do not hold yet.)
-_REPLAY = {"DQN", "SimpleQ", "SAC", "DDPG", "TD3", "CQL", "R2D2", "RNNSAC", "MADDPG", "QMIX", "DreamerV3", "Dreamer",
-           "SlateQ"}
+_REPLAY = {"DQN", "SimpleQ", "SAC", "DDPG", "TD3", "CQL", "CRR", "IQL", "R2D2", "RNNSAC", "MADDPG", "QMIX",
+           "DreamerV3", "Dreamer", "SlateQ"}
 
 # Each family has a case in the fast suite (tests/checkpoint/test_golden.py checks).
 FAMILIES: Dict[str, Tuple[str, ...]] = {
@@ -66,7 +66,7 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
     "asynchronous": ("APPO", "IMPALA"),
     "off-policy, discrete": ("DQN", "SimpleQ", "APEX"),
     "off-policy, continuous": ("SAC", "DDPG", "TD3", "APEX_DDPG"),
-    "offline": ("MARWIL", "BC", "CQL", "DT"),
+    "offline": ("MARWIL", "BC", "CQL", "CRR", "IQL", "DT"),
     "recurrent replay": ("R2D2", "APEX_R2D2", "RNNSAC"),
     "bandits": ("BanditLinTS", "BanditLinUCB"),
     "perturbation search": ("ARS", "ES"),

@@ -23,6 +23,8 @@ _ALGORITHMS: Dict[str, Tuple[str, str]] = {
     "MARWIL": ("rlfleet.algorithms.marwil", "MARWILTrainer"),
     "BC": ("rlfleet.algorithms.bc", "BCTrainer"),
     "CQL": ("rlfleet.algorithms.cql", "CQLTrainer"),
+    "CRR": ("rlfleet.algorithms.crr", "CRRTrainer"),
+    "IQL": ("rlfleet.algorithms.iql", "IQLTrainer"),
     "A2C": ("rlfleet.algorithms.a2c", "A2CTrainer"),
     "A3C": ("rlfleet.algorithms.a3c", "A3CTrainer"),
     "IMPALA": ("rlfleet.algorithms.impala", "ImpalaTrainer"),

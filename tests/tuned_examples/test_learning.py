@@ -75,6 +75,10 @@ LONG_EXAMPLES: Dict[str, str] = {
                                        "impala/cartpole-impala.yaml stays",
     "appo/pong-appo-envpool.yaml": "Atari Pong to 18: hours of CPU (benchmarks/atari.py --algo APPO); "
                                    "appo/cartpole-appo.yaml stays",
+    "crr/pendulum-crr.yaml": "~15-25k updates of 512 rows to -300 (minutes of CPU, could pass pytest's timeout); "
+                             "crr/cartpole-crr.yaml stays",
+    "iql/pendulum-iql.yaml": "~20-30k updates of 512 rows to -300 (minutes of CPU); iql/cartpole-iql.yaml stays",
+    "mbmpo/pendulum-mbmpo.yaml": "-300 within 20k real steps: not reached yet (best -741, ~15 min on 2 busy cores; "
     "mbmpo/pendulum-mbmpo.yaml": "-300 within 20k real steps: seed 0 at 8k, ~9 min on 2 busy cores "
                                  "(docs/benchmarks.md); mbmpo/pendulum-mbmpo-ci.yaml stays",
     "dreamerv3/cartpole-dreamerv3.yaml": "XS at training_ratio 512: seconds per update on CPU, hours to 100k steps "

@@ -173,13 +173,11 @@ class CQLTorchPolicy(SACTorchPolicy):
 
     @property
     def q_nets(self) -> List[nn.Module]:
-        model = self.model
-        return [model.q_net] + ([model.twin_q_net] if model.twin_q_net is not None else [])
+        return self.model.q_nets
 
     @property
     def target_q_nets(self) -> List[nn.Module]:
-        model = self.model
-        return [model.target_q_net] + ([model.target_twin_q_net] if model.target_twin_q_net is not None else [])
+        return self.model.target_q_nets
 
     def make_model_and_action_dist(self):
         dist_class, model = super().make_model_and_action_dist()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import List
 
 import gymnasium as gym
 import numpy as np
@@ -74,6 +75,15 @@ class SACModel(TorchModel):
     def policy_parameters(self):
         return list(self.policy_net.parameters())
 
+    @property
+    def q_nets(self) -> List[nn.Module]:
+        """The Q-net, and its twin where there is one."""
+        return [self.q_net] + ([self.twin_q_net] if self.twin_q_net is not None else [])
+
+    @property
+    def target_q_nets(self) -> List[nn.Module]:
+        """The target Q-nets, in the order of `q_nets`."""
+        return [self.target_q_net] + ([self.target_twin_q_net] if self.target_twin_q_net is not None else [])
+
     def q_parameters(self):
-        nets = [self.q_net] + ([self.twin_q_net] if self.twin_q_net is not None else [])
-        return [p for net in nets for p in net.parameters()]
+        return [p for net in self.q_nets for p in net.parameters()]
