@@ -104,8 +104,12 @@ def test_export_of_the_acting_step_matches_the_policy(tmp_path):
         actions, state_out, _ = policy.compute_actions(obs.numpy(), [s.numpy() for s in state], explore=False)
         np.testing.assert_array_equal(got[0].detach().numpy(), actions)
         np.testing.assert_allclose(got[1].detach().numpy(), state_out[0], atol=1e-5)
-        pytest.importorskip("onnx")
-        assert policy.export_model(str(tmp_path / "onnx"), onnx=17).endswith("model.onnx")
+        onnx_path = policy.export_model(str(tmp_path / "onnx"), onnx=17)
+        ort = pytest.importorskip("onnxruntime")
+        session = ort.InferenceSession(onnx_path)
+        out = session.run(None, dict(zip(["obs", "h", "z", "prev_action"], [obs.numpy()] + [s.numpy() for s in state])))
+        np.testing.assert_array_equal(out[0], actions)
+        np.testing.assert_allclose(out[1], state_out[0], atol=1e-4)
     finally:
         trainer.stop()
 

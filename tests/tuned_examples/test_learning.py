@@ -81,6 +81,7 @@ LONG_EXAMPLES: Dict[str, str] = {
     "mbmpo/pendulum-mbmpo.yaml": "-300 within 20k real steps: not reached yet (best -741, ~15 min on 2 busy cores; "
     "mbmpo/pendulum-mbmpo.yaml": "-300 within 20k real steps: seed 0 at 8k, ~9 min on 2 busy cores "
                                  "(docs/benchmarks.md); mbmpo/pendulum-mbmpo-ci.yaml stays",
+    "dreamerv3/cartpole-dreamerv3-quick.yaml": "nano size, 40 within 4k steps: ~10 min on 2 busy cores; see ONLY_LONG",
     "dreamerv3/cartpole-dreamerv3.yaml": "XS at training_ratio 512: seconds per update on CPU, hours to 100k steps "
                                          "(benchmarks/dreamerv3.py learn); see ONLY_LONG",
     "dreamerv3/pendulum-dreamerv3.yaml": "XS at training_ratio 512: hours to 50k steps (benchmarks/dreamerv3.py "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -43,7 +44,9 @@ def export_acting_step(policy: Any, export_dir: str, onnx: Optional[int] = None,
     state = [torch.as_tensor(np.repeat(s[None], 2, 0)) for s in policy.get_initial_state()]
     step = _ActingStep(policy.model).eval()
     names_in, names_out = ["obs", "h", "z", "prev_action"], ["action", "h_out", "z_out", "prev_action_out"]
-    with torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad():
+        # torch 2.9+ marks both exporters deprecated; they still work (see policy/export.py).
+        warnings.simplefilter("ignore", DeprecationWarning)
         if onnx is None:
             filename = "model.pt"
             traced = torch.jit.trace(step, (obs, *state), check_trace=False)
