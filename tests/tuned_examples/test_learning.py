@@ -78,7 +78,6 @@ LONG_EXAMPLES: Dict[str, str] = {
     "crr/pendulum-crr.yaml": "~15-25k updates of 512 rows to -300 (minutes of CPU, could pass pytest's timeout); "
                              "crr/cartpole-crr.yaml stays",
     "iql/pendulum-iql.yaml": "~20-30k updates of 512 rows to -300 (minutes of CPU); iql/cartpole-iql.yaml stays",
-    "mbmpo/pendulum-mbmpo.yaml": "-300 within 20k real steps: not reached yet (best -741, ~15 min on 2 busy cores; "
     "mbmpo/pendulum-mbmpo.yaml": "-300 within 20k real steps: seed 0 at 8k, ~9 min on 2 busy cores "
                                  "(docs/benchmarks.md); mbmpo/pendulum-mbmpo-ci.yaml stays",
     "dreamerv3/cartpole-dreamerv3-quick.yaml": "nano size, 40 within 4k steps: ~10 min on 2 busy cores; see ONLY_LONG",
