@@ -77,7 +77,7 @@ def main() -> None:
     act = {"tanh": nn.Tanh, "relu": nn.ReLU}[hp["activation"]]
     policy = Policy(vecenv.single_observation_space.shape[0], vecenv.single_action_space.n, list(hp["hiddens"]), act)
     config = {
-        "seed": args.seed, "torch_deterministic": True, "cpu_offload": False, "device": "cpu", "optimizer": "adam",
+        "env": "CartPole-v1", "seed": args.seed, "torch_deterministic": True, "cpu_offload": False, "device": "cpu", "optimizer": "adam",
         "anneal_lr": False, "precision": "float32", "total_timesteps": hp["budget"], "learning_rate": hp["lr"],
         "gamma": hp["gamma"], "gae_lambda": hp["gae_lambda"], "update_epochs": hp["epochs"], "clip_coef": hp["clip"],
         "vf_coef": hp["vf_coef"], "vf_clip_coef": 1e10, "ent_coef": hp["ent_coef"],
