@@ -330,7 +330,10 @@ def run_script(peer: str, hp: Dict[str, Any], seed: int, timeout: float) -> Dict
     cmd = [python, os.path.join(PEER_DIR, f"{peer}_ppo.py"), "--seed", str(seed), "--hparams", json.dumps(hp)]
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)
+        # In the run's own temporary folder: PufferLib links a `resources` folder into the working
+        # directory at import, which must not land in the repository.
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=env["RLFLEET_RESULTS_DIR"],
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     wall = time.perf_counter() - start
