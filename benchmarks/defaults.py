@@ -30,8 +30,14 @@ from seeds import SeedRun, parse_seeds, run_seed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tuned_examples"
-# An offline learner's returns come from evaluation episodes in the env.
-_OFFLINE_EVAL = {"evaluation_config": {"input": "sampler"}, "input_evaluation": ["simulation"]}
+OFFLINE = "offline: the data to learn from, and evaluation episodes in the env for the return"
+
+
+def offline(data: str, **needs: Any) -> Dict[str, Any]:
+    """An offline learner's keys: its data (a file under tuned_examples/), and evaluation
+    episodes in the env, where its returns come from."""
+    return {"input": str(DATA / data), "evaluation_config": {"input": "sampler"},
+            "input_evaluation": ["simulation"], **needs}
 
 
 @dataclass
@@ -76,14 +82,22 @@ CASES: List[Case] = [
          {"model": {"max_seq_len": 20}, "Q_model": {"lstm_cell_size": 64}, "policy_model": {"lstm_cell_size": 64}},
          "the env hides the velocity: a memory (the recurrent models' size and sequence length)"),
     Case("BC", "BC", "CartPole-v1", 150, 100_000,
-         {"input": str(DATA / "bc" / "data" / "cartpole-expert.json"), **_OFFLINE_EVAL},
-         "offline: the data to learn from, and evaluation episodes in the env for the return"),
+         offline("bc/data/cartpole-expert.json"), OFFLINE),
     Case("MARWIL", "MARWIL", "CartPole-v1", 150, 100_000,
-         {"input": str(DATA / "marwil" / "data" / "cartpole-mixed.json"), **_OFFLINE_EVAL},
-         "offline: the data to learn from, and evaluation episodes in the env for the return"),
+         offline("marwil/data/cartpole-mixed.json"), OFFLINE),
     Case("CQL", "CQL", "Pendulum-v1", -700, 100_000,
-         {"input": str(DATA / "cql" / "data" / "pendulum-sac.json"), **_OFFLINE_EVAL},
-         "offline: the data to learn from, and evaluation episodes in the env for the return"),
+         offline("cql/data/pendulum-sac.json"), OFFLINE),
+    Case("CRR", "CRR", "CartPole-v1", 150, 100_000,
+         offline("marwil/data/cartpole-mixed.json"), OFFLINE),
+    Case("IQL", "IQL", "CartPole-v1", 150, 100_000,
+         offline("marwil/data/cartpole-mixed.json"), OFFLINE),
+    Case("DT", "DT", "CartPole-v1", 150, 200_000,
+         offline("dt/data/cartpole-mixed.json", target_return=500),
+         OFFLINE + "; the return DT conditions on, which has no default: CartPole-v1's maximum"),
+    Case("SlateQ", "SlateQ", "rlfleet.env.examples.interest_evolution:InterestEvolutionEnv", 7.5, 50_000),
+    Case("AlphaZero", "AlphaZero", "rlfleet.env.examples.sparse_corridor:SparseCorridorEnv", 12, 50_000),
+    Case("MAML", "MAML", "rlfleet.env.examples.point_navigation:PointNavigationEnv", -17.5, 500_000),
+    Case("MBMPO", "MBMPO", "rlfleet.env.examples.pendulum_with_reward:PendulumWithReward", -950, 20_000),
     Case("QMIX", "QMIX", "rlfleet.env.examples.team_envs:two_step_team", 7.5, 20_000),
     Case("MADDPG", "MADDPG", "rlfleet.env.examples.maddpg_envs:MatchTargetEnv", 6.0, 60_000),
     Case("BanditLinTS", "BanditLinTS", "rlfleet.env.examples.bandits:LinearContextualBandit", 1.7, 10_000),

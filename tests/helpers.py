@@ -167,6 +167,32 @@ def kill_remote_worker(ray: Any, handle: Any, timeout_s: float = 30.0) -> None:
     raise AssertionError(f"the killed actor {handle} still answered after {timeout_s} s")
 
 
+def kill_process(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGKILLs the process `pid` and returns once it is gone (the kill lands asynchronously)."""
+    import signal
+    import time
+
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"process {pid} still ran {timeout_s} s after SIGKILL")
+
+
+def two_worker_ppo(logdir: str, **config: Any) -> Any:
+    """A small PPO trainer on CartPole with two Ray workers (100-step iterations); `config`
+    adds keys, e.g. `recreate_failed_workers=True`."""
+    from rlfleet.algorithms.ppo import PPOTrainer
+
+    return PPOTrainer(env="CartPole-v1", logdir=logdir, config={
+        "num_workers": 2, "num_cpus_per_worker": 0.25, "rollout_fragment_length": 25, "train_batch_size": 100,
+        "sgd_minibatch_size": 50, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}, "seed": 3, **config})
+
+
 def read_tb_scalars(folder: str) -> Dict[str, List[Tuple[int, float]]]:
     """{tag: [(step, value)]} from every event file in `folder`, parsed with tensorboardX's
     own protobuf messages and the TFRecord framing (length, crc, data, crc)."""

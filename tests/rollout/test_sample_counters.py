@@ -8,6 +8,7 @@ import pytest
 
 from rlfleet.rollout.sample_counters import ReceivedLedger
 from tests.envs import CountingEnv, make_worker
+from tests.helpers import kill_process, two_worker_ppo
 
 
 def test_worker_counts_handed_steps_and_ledger_names_the_lost_ones():
@@ -34,28 +35,13 @@ def test_counters_add_up_across_a_killed_worker(ray_session, tmp_path):
     """Two Ray workers; worker 1 is SIGKILLed (by the pid it reports) between iterations and
     recreated: what the workers handed out, over both of worker 1's lives, is what the driver
     received (and trained) plus what was lost, and the lost steps are the survivor's."""
-    import signal
-    import time
-
-    from rlfleet.algorithms.ppo import PPOTrainer
-
-    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
-        "num_workers": 2, "num_cpus_per_worker": 0.25, "rollout_fragment_length": 25, "train_batch_size": 100,
-        "sgd_minibatch_size": 50, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}, "seed": 3,
-        "recreate_failed_workers": True})
+    trainer = two_worker_ppo(str(tmp_path), recreate_failed_workers=True)
     try:
         trainer.train()
         reports = {r["worker_index"]: r for r in trainer.workers.foreach_worker(lambda w: w.sample_counter.report())}
         dead = reports[1]
         assert dead["pid"] != os.getpid() and dead["handed_env_steps"] > 0
-        os.kill(dead["pid"], signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the kill lands asynchronously
-            try:
-                os.kill(dead["pid"], 0)
-                time.sleep(0.1)
-            except ProcessLookupError:
-                break
+        kill_process(dead["pid"])
         result = trainer.train()
         after = {r["worker_index"]: r for r in trainer.workers.foreach_worker(lambda w: w.sample_counter.report())}
         assert after[1]["pid"] != dead["pid"]  # recreated: a new process, its counter from zero
@@ -79,25 +65,12 @@ def test_an_answer_fetched_before_a_dead_workers_error_is_not_lost(ray_session, 
     """`ready_results` fetches the finished answers one by one; when a dead worker's error
     comes after a healthy worker's batch, the batch is handed out by the next call instead of
     vanishing with the exception (it was sampled and would never be trained)."""
-    import signal
-    import time
-
-    from rlfleet.algorithms.ppo import PPOTrainer
     from rlfleet.rollout.worker_calls import sample_once
 
-    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
-        "num_workers": 2, "num_cpus_per_worker": 0.25, "rollout_fragment_length": 25, "train_batch_size": 100,
-        "sgd_minibatch_size": 50, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}, "seed": 3})
+    trainer = two_worker_ppo(str(tmp_path))
     workers = trainer.workers
     try:
-        pid_2 = workers.foreach_worker(lambda w: w.sample_counter.pid)[2]
-        os.kill(pid_2, signal.SIGKILL)
-        while True:  # the kill lands asynchronously
-            try:
-                os.kill(pid_2, 0)
-                time.sleep(0.1)
-            except ProcessLookupError:
-                break
+        kill_process(workers.foreach_worker(lambda w: w.sample_counter.pid)[2])
         assert workers.submit_async(sample_once) == [1, 2]  # worker 1's request first
         ray_session.wait(list(workers._in_flight), num_returns=2, timeout=60)  # both answered
         with pytest.raises(ray_session.exceptions.RayError):

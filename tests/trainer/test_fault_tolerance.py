@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rlfleet.trainer.fault_tolerance import MAX_WORKER_FAILURE_RETRIES, WorkerFailureError, run_with_recovery
+from tests.helpers import kill_process, two_worker_ppo
 
 CONFIG = {"ignore_worker_failures": False, "recreate_failed_workers": True}
 
@@ -80,26 +81,12 @@ def test_a_worker_dead_at_a_checkpoint_is_replaced_not_fatal(ray_session, tmp_pa
     """`rlfleet train` saves with `continue_from_checkpoint` (every worker takes the state read
     back): a worker that died since the last iteration used to end the run there."""
     import os
-    import signal
-    import time
 
-    from rlfleet.algorithms.ppo import PPOTrainer
-
-    trainer = PPOTrainer(env="CartPole-v1", logdir=str(tmp_path), config={
-        "num_workers": 2, "num_cpus_per_worker": 0.25, "rollout_fragment_length": 25, "train_batch_size": 100,
-        "sgd_minibatch_size": 50, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}, "seed": 3,
-        "recreate_failed_workers": True})
+    trainer = two_worker_ppo(str(tmp_path), recreate_failed_workers=True)
     try:
         trainer.train()
         pid = trainer.workers.foreach_worker(lambda w: w.sample_counter.pid)[1]
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the kill lands asynchronously
-            try:
-                os.kill(pid, 0)
-                time.sleep(0.1)
-            except ProcessLookupError:
-                break
+        kill_process(pid)
         path = trainer.save(continue_from_checkpoint=True)
         assert os.path.isdir(path)
         pids = trainer.workers.foreach_worker(lambda w: w.sample_counter.pid)
