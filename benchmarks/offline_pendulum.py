@@ -23,6 +23,7 @@ at lr 1e-4 would learn far less in as many updates); CQL takes its tuned example
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -114,13 +115,15 @@ def main(argv: List[str] = None) -> None:
             print(f"# seed {seed}: {args.episodes} episodes ({rows} rows), expert {r_expert:.1f}, random "
                   f"{r_random:.1f}", flush=True)
             for algo in args.algos:
-                outs = run_one(algo, data, rows, seed, args.updates, args.eval_episodes, os.path.join(tmp, "log"),
-                               overrides)
-                for target, out in zip(sorted(args.updates), outs):
-                    score = (out["return"] - r_random) / (r_expert - r_random)
-                    scores.setdefault((algo, target), []).append(score)
-                    print(f"{algo:6s} seed {seed}: {out['updates']:6d} updates  return {out['return']:8.1f}  "
-                          f"score {score:5.2f}  ({out['train_s']:.0f} s)", flush=True)
+                # closing: the trainer stops here, not when the generator is collected (after
+                # the temporary folder holding its log is gone).
+                with contextlib.closing(run_one(algo, data, rows, seed, args.updates, args.eval_episodes,
+                                                os.path.join(tmp, "log"), overrides)) as outs:
+                    for target, out in zip(sorted(args.updates), outs):
+                        score = (out["return"] - r_random) / (r_expert - r_random)
+                        scores.setdefault((algo, target), []).append(score)
+                        print(f"{algo:6s} seed {seed}: {out['updates']:6d} updates  return {out['return']:8.1f}  "
+                              f"score {score:5.2f}  ({out['train_s']:.0f} s)", flush=True)
 
     print(f"\nscore = (R - R_random) / (R_expert - R_random); {args.eval_episodes} greedy episodes per evaluation")
     print("| algorithm | updates | median score | min | max | seeds |")
