@@ -3,8 +3,8 @@ with --algos). Decision Transformer's comparison on this data is benchmarks/deci
 
 The data: `write_mixed_pendulum_dataset` (rlfleet/offline/pendulum_dataset.py), written per
 seed with that seed (as benchmarks/decision_transformer.py does), by default 100 episodes: half
-from the scripted expert (mean return about -140), half from uniformly random torques (about
--1190). Each learner trains for the given numbers of gradient updates; after each, its greedy
+from the scripted expert with its default noise on the torque (mean return about -150), half
+from uniformly random torques (about -1175). Each learner trains for the given numbers of gradient updates; after each, its greedy
 policy (`explore: False`) plays `--eval-episodes` episodes in the env.
 
 Score (as benchmarks/decision_transformer.py): the normalized return
