@@ -6,11 +6,12 @@ For each model (fully connected [64, 64] and [256, 256] on CartPole; the Nature 
 1. samples one real train batch (`--rows`) and times `learn_on_batch` on it (the PPO epochs and
    minibatches of the config) with the NumPy learner and with torch, each where the plan takes
    it: learner samples/s = rows x epochs / seconds;
-2. computes the ceiling: FLOPs per sample from the model's layer sizes (a forward pass is
-   2 x in x out per dense layer and 2 x k x k x c_in x c_out x out_h x out_w per conv layer;
-   forward + backward = 3 x the forward), divided into the machine's GEMM / conv rate measured
-   here at each layer's shape at the minibatch size (NumPy matmul for dense layers; torch conv2d
-   for conv layers, forward and both backward products), layer by layer;
+2. computes the ceiling: the sum over the model's layers of the time this machine takes for
+   that layer's arithmetic at the minibatch size, each timed alone at its shape (NumPy matmul
+   for dense layers, torch conv2d for conv layers in the memory layout the model gives them;
+   the forward product and the backward ones a
+   learner computes: the weight gradient, and the input gradient except for the layers that
+   read the observations; the best of 5 repetitions after a warm-up);
 3. times acting as the sampler acts (the policy's actor: one call per vector step of
    `--act-rows` observations, the envs of a worker; the chunk's deferred values at its end)
    against the forward pass's own ceiling at that batch size.
@@ -38,80 +39,88 @@ MODELS = {
 }
 
 
-def _layers(policy) -> List[Tuple[str, tuple]]:
-    """The model's dense and conv layers as ("dense", (in, out)) / ("conv", (c_in, c_out, k, stride, h, w))."""
+def _layers(policy) -> List[Tuple[str, tuple, bool]]:
+    """The model's dense and conv layers as ("dense", (in, out), input_grad) / ("conv", (c_in,
+    c_out, k, stride, h, w, channels_last), input_grad); `input_grad` is False for a layer that
+    reads the observations (a learner computes no gradient for its input)."""
     import torch
     from torch import nn
 
     shape = policy.observation_space.shape
-    layers: List[Tuple[str, tuple]] = []
+    layers: List[Tuple[str, tuple, bool]] = []
     hooks = []
 
     def record(module, inputs, output):
+        input_grad = inputs[0].requires_grad  # False where no parameter lies before this layer
         if isinstance(module, nn.Linear):
-            layers.append(("dense", (module.in_features, module.out_features)))
+            layers.append(("dense", (module.in_features, module.out_features), input_grad))
         else:
+            # The layout the model feeds it: torch's conv is about twice as fast on channels-last
+            # input, which the vision nets' [B, H, W, C] -> [B, C, H, W] permute gives.
             _, c_in, h, w = inputs[0].shape
-            layers.append(("conv", (c_in, module.out_channels, module.kernel_size[0], module.stride[0], h, w)))
+            channels_last = inputs[0].is_contiguous(memory_format=torch.channels_last)
+            layers.append(("conv", (c_in, module.out_channels, module.kernel_size[0], module.stride[0], h, w,
+                                    channels_last), input_grad))
 
     for module in policy.model.modules():
         if isinstance(module, (nn.Linear, nn.Conv2d)):
             hooks.append(module.register_forward_hook(record))
-    with torch.no_grad():
-        obs = torch.zeros((2, *shape), dtype=torch.float32)
-        policy.model({"obs": obs}, [], None)
-        policy.model.value_function()
+    obs = torch.zeros((2, *shape), dtype=torch.float32)  # with autograd on: `input_grad` reads it
+    policy.model({"obs": obs}, [], None)
+    policy.model.value_function()
     for h in hooks:
         h.remove()
     return layers
 
 
-def _flops(layer: Tuple[str, tuple]) -> float:
+def _flops(layer: Tuple[str, tuple, bool]) -> float:
     """Forward FLOPs of one layer for one sample."""
-    kind, dims = layer
+    kind, dims, _ = layer
     if kind == "dense":
         return 2.0 * dims[0] * dims[1]
-    c_in, c_out, k, stride, h, w = dims
+    c_in, c_out, k, stride, h, w = dims[:6]
     out_h, out_w = (h - k) // stride + 1, (w - k) // stride + 1
     return 2.0 * k * k * c_in * c_out * out_h * out_w
 
 
-def _layer_rate(layer: Tuple[str, tuple], rows: int, backward: bool) -> float:
-    """FLOP/s this machine reaches on `layer` with `rows` samples (forward, or forward + backward)."""
+def _layer_seconds(layer: Tuple[str, tuple, bool], rows: int, backward: bool) -> float:
+    """Seconds per sample this machine takes on `layer` with `rows` samples: forward, or forward
+    and the backward products a learner computes (the weight gradient, and the input gradient
+    unless the layer reads the observations). The best of a few repetitions after a warm-up:
+    the machine's rate at that shape, not one-off allocation."""
     import torch
 
-    kind, dims = layer
-    reps = 5
+    kind, dims, input_grad = layer
+    times = []
     if kind == "dense":
         a = np.random.rand(rows, dims[0]).astype(np.float32)
         w = np.random.rand(dims[0], dims[1]).astype(np.float32)
         g = np.random.rand(rows, dims[1]).astype(np.float32)
-        a @ w  # warm-up
-        start = time.perf_counter()
-        for _ in range(reps):
+        for _ in range(6):  # the first is the warm-up
+            start = time.perf_counter()
             a @ w
             if backward:
-                g @ w.T
                 a.T @ g
-        seconds = (time.perf_counter() - start) / reps
+                if input_grad:
+                    g @ w.T
+            times.append(time.perf_counter() - start)
     else:
-        c_in, c_out, k, stride, h, w_ = dims
-        x = torch.rand(rows, c_in, h, w_, requires_grad=backward)
-        conv = torch.nn.Conv2d(c_in, c_out, k, stride)
-        conv(x).sum().backward() if backward else conv(x)  # warm-up
-        start = time.perf_counter()
-        for _ in range(reps):
+        c_in, c_out, k, stride, h, w_, channels_last = dims
+        layout = torch.channels_last if channels_last else torch.contiguous_format
+        x = torch.rand(rows, c_in, h, w_).contiguous(memory_format=layout).requires_grad_(backward and input_grad)
+        conv = torch.nn.Conv2d(c_in, c_out, k, stride).to(memory_format=layout)
+        for _ in range(6):
+            start = time.perf_counter()
             y = conv(x)
             if backward:
-                y.sum().backward()
-        seconds = (time.perf_counter() - start) / reps
-    return (3.0 if backward else 1.0) * _flops(layer) * rows / seconds
+                y.backward(torch.ones_like(y))
+            times.append(time.perf_counter() - start)
+    return min(times[1:]) / rows
 
 
 def ceiling(layers, rows: int, backward: bool) -> float:
     """Samples/s if every layer ran at this machine's measured rate for its shape."""
-    seconds_per_sample = sum((3.0 if backward else 1.0) * _flops(l) / _layer_rate(l, rows, backward) for l in layers)
-    return 1.0 / seconds_per_sample
+    return 1.0 / sum(_layer_seconds(layer, rows, backward) for layer in layers)
 
 
 def measure(name: str, rows: int, rounds: int, act_rows: int) -> Dict[str, List[float]]:
@@ -136,6 +145,12 @@ def measure(name: str, rows: int, rounds: int, act_rows: int) -> Dict[str, List[
     batch = trainer.workers.local_worker().sample()
     batch[SampleBatch.ADVANTAGES] = standardized(batch[SampleBatch.ADVANTAGES])
     layers = _layers(policy)
+    # Arithmetic per sample: a learner's backward is 2 x the forward (weight and input
+    # gradients), 1 x for a layer that reads the observations (no input gradient).
+    forward = sum(_flops(layer) for layer in layers)
+    learner_flops = sum((3.0 if layer[2] else 2.0) * _flops(layer) for layer in layers)
+    print(f"{name:>6} | FLOPs per sample: {forward / 1e6:.2f} M forward, {learner_flops / 1e6:.2f} M forward + backward",
+          flush=True)
     out: Dict[str, List[float]] = {"ceiling": [], "act ceiling": []}
     weights = policy.get_weights()
     obs = batch[SampleBatch.OBS][:act_rows]
@@ -143,6 +158,7 @@ def measure(name: str, rows: int, rounds: int, act_rows: int) -> Dict[str, List[
         with single_threaded_blas():
             out["ceiling"].append(ceiling(layers, minibatch, True))
             out["act ceiling"].append(ceiling(layers, act_rows, False))
+        out.setdefault("ceiling GFLOP/s", []).append(out["ceiling"][-1] * learner_flops / 1e9)
         for path in ("numpy", "torch"):
             policy.config["fast_path"] = "auto" if path == "numpy" else "off"
             policy.refresh_fast_plan()
@@ -177,6 +193,8 @@ def main() -> None:
     for name in args.models:
         rows = args.rows // 4 if name == "cnn" else args.rows
         figures = measure(name, rows, args.rounds, args.act_rows)
+        rate = figures.pop("ceiling GFLOP/s")
+        print(f"{name:>6} | {'ceiling GFLOP/s':>16} | {_spread(rate, '{:.1f}'):>28} |")
         for key, values in figures.items():
             base = figures["act ceiling" if key.startswith("act") else "ceiling"]
             share = [v / c for v, c in zip(values, base)]
