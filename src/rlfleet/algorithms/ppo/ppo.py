@@ -37,7 +37,9 @@ ALGO_KEYS: List[ConfigKey] = [
       schedule("entropy_coeff_schedule")),
     # Surrogate clip range, and the clip on the squared value error.
     K("clip_param", 0.3, "PPO's clip range of the probability ratio: [1 - clip, 1 + clip].", number_above(0)),
-    K("vf_clip_param", 10.0, "Clip on the squared value error (sensitive to the reward scale).", number_above(0)),
+    K("vf_clip_param", 10.0, "Clip on the squared value error (sensitive to the reward scale): errors above its "
+      "square root give the critic no gradient. Not the clip on the value's change of SB3's `clip_range_vf` or "
+      "CleanRL's `clip_coef`; to port those, keep this above the squared errors your returns give.", number_above(0)),
     K("grad_clip", None, "Clip the global gradient norm to this; None: no clipping.",
       optional(number_above(0), "no clipping")),
     override("batch_mode", "truncate_episodes"),
