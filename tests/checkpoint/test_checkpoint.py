@@ -214,6 +214,34 @@ def test_multi_agent_round_trip(tmp_path):
     b.stop()
 
 
+def test_the_smoothing_window_survives_a_checkpoint(tmp_path):
+    """`rlfleet train`'s checkpoints (`continue_from_checkpoint`) and a resume keep the episodes
+    the smoothed statistics are taken over: with long episodes and few ending per iteration,
+    the mean return read "n/a" after each timed checkpoint, then averaged only the episodes
+    since it. Multi-agent, so the per-policy rewards come back too."""
+    from rlfleet.env.examples.multi_agent_cartpole import MultiAgentCartPole
+
+    config = dict(ALGOS["PPO"][1], sgd_minibatch_size=50, model={"fcnet_hiddens": [8]},
+                  metrics_smoothing_episodes=1000,
+                  multiagent={"policies": {"p0", "p1"}, "policy_mapping_fn": map_agent_to_policy})
+    a = PPOTrainer(env=MultiAgentCartPole, config=config, logdir=str(tmp_path / "a"))
+    a.train()
+    before = a.train()
+    assert before["episodes_total"] > 0
+    path = a.save(continue_from_checkpoint=True)
+    b = Trainer.from_checkpoint(path, logdir=str(tmp_path / "b"))
+    for trainer in (a, b):
+        after = trainer.train()
+        # The window (up to 1000 episodes) still holds every episode since the start.
+        assert len(after["hist_stats"]["episode_reward"]) == after["episodes_total"] > before["episodes_total"]
+        assert after["hist_stats"]["episode_reward"][:before["episodes_total"]] == pytest.approx(
+            before["hist_stats"]["episode_reward"])
+        assert set(after["policy_reward_mean"]) == {"p0", "p1"}
+    assert a.train()["episode_reward_mean"] == pytest.approx(b.train()["episode_reward_mean"])
+    a.stop()
+    b.stop()
+
+
 def _off_policy_cases():
     # Their smoke configs, shorter; SAC once (its CartPole variant costs more, same state).
     return [(a, e, dict(c, timesteps_per_iteration=100, learning_starts=32)) for a, e, c in SMOKE

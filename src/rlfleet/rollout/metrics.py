@@ -113,6 +113,23 @@ class EpisodeWindow:
         self._history.clear()
         self.total = int(total)
 
+    def get_state(self) -> List[Dict]:
+        """The window's episodes for a checkpoint: length, reward, custom metrics and per-agent
+        rewards (histogram data and media are left out), so that a run resumed, or going on
+        from its own checkpoint, reports the same smoothed returns as before it."""
+        return [{"length": int(m.episode_length), "reward": float(m.episode_reward),
+                 "custom_metrics": {str(k): float(v) for k, v in m.custom_metrics.items()},
+                 "agent_rewards": [[agent, policy, float(r)] for (agent, policy), r in m.agent_rewards.items()]}
+                for m in self._history]
+
+    def set_state(self, episodes: Sequence[Dict], total: int) -> None:
+        """Restores `get_state()` output and the episode count `total`."""
+        self.reset(total)
+        self._history.extend(
+            RolloutMetrics(int(e["length"]), float(e["reward"]), dict(e.get("custom_metrics") or {}),
+                           agent_rewards={(agent, policy): float(r) for agent, policy, r in e.get("agent_rewards") or []})
+            for e in episodes)
+
 
 def summarize_perf(perf: Dict[str, float]) -> Dict[str, float]:
     """A sampler's accumulated timings (seconds, and `steps`) as mean milliseconds per step."""

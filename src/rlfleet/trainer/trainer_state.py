@@ -24,8 +24,9 @@ class TrainerState:
 
     def get_state(self) -> Dict[str, Any]:
         """Everything a resume needs, as nested dicts of NumPy arrays and JSON scalars:
-        `algorithm`, `iteration`, `counters`, `episodes_total`, `time_total_s`, `resume_seed`
-        (envs restart from it after `set_state`) and `worker`: the local worker's state
+        `algorithm`, `iteration`, `counters`, `episodes_total`, `episode_window` (the
+        finished episodes the smoothed episode statistics are taken over), `time_total_s`,
+        `resume_seed` (envs restart from it after `set_state`) and `worker`: the local worker's state
         (policies with their optimizers and RNG states, filters, sampler); `callbacks` when
         the callbacks' `get_state()` holds something."""
         seed = self.config.get("seed")
@@ -34,6 +35,7 @@ class TrainerState:
             "iteration": int(self.iteration),
             "counters": {k: int(v) for k, v in self.counters.items()},
             "episodes_total": int(self._episodes.total),
+            "episode_window": self._episodes.get_state(),
             "time_total_s": float(self._time_total),
             "resume_seed": derive_seed(seed, "resume", self.iteration) if seed is not None else secrets.randbits(63),
             "worker": self.workers.local_worker().get_state(),
@@ -63,7 +65,8 @@ class TrainerState:
         self.evaluator.set_worker_state(worker_state)
         self.iteration = int(state["iteration"])
         self.counters.update({k: int(v) for k, v in (state.get("counters") or {}).items()})
-        self._episodes.reset(total=int(state.get("episodes_total", 0)))
+        # Checkpoints written before the window was kept restart it empty.
+        self._episodes.set_state(state.get("episode_window") or [], total=int(state.get("episodes_total", 0)))
         self._time_total = float(state.get("time_total_s", 0.0))
         if "sample_ledger" in state:  # absent from checkpoints written before it existed
             self.workers.received.set_state(state["sample_ledger"])
