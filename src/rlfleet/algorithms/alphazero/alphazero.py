@@ -234,6 +234,7 @@ class AlphaZeroTrainer(Trainer):
         state["alphazero"] = {
             "rng": self._rng.bit_generator.state, "round": int(self._round),
             "replay": self._replay.get_state(), "episodes_total": int(self._self_play_episodes.total),
+            "episode_window": self._self_play_episodes.get_state(),
             **({"ranked_rewards": self._ranked.get_state()} if self._ranked is not None else {}),
         }
         return state
@@ -246,7 +247,7 @@ class AlphaZeroTrainer(Trainer):
         self._rng.bit_generator.state = saved["rng"]
         self._round = int(saved["round"])
         self._replay.set_state(saved["replay"])
-        self._self_play_episodes.reset(int(saved["episodes_total"]))
+        self._self_play_episodes.set_state(saved.get("episode_window") or [], int(saved["episodes_total"]))
         if self._ranked is not None and "ranked_rewards" in saved:
             self._ranked.set_state(saved["ranked_rewards"])
 
